@@ -1,0 +1,3 @@
+#include "gemm_dispatch.cuh"
+
+template void tiledmm::launch_gemm<__nv_bfloat16>(const tiledmm::GemmProblem&, cudaStream_t, int);

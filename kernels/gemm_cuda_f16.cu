@@ -1,0 +1,3 @@
+#include "gemm_dispatch.cuh"
+
+template void tiledmm::launch_gemm<__half>(const tiledmm::GemmProblem&, cudaStream_t, int);

@@ -1,0 +1,32 @@
+// The one description of a matrix product that every backend (CPU loops, CUDA kernels) runs.
+//
+// C[b] = A[b] @ B[b] for b in [0, batch), A[b] is m x k, B[b] is k x n, C is a fresh row-major
+// tensor. Each operand is read through its strides: row-major (the last dimension is
+// unit-stride) or column-major (the first is), with an arbitrary leading dimension and batch
+// stride (0 for a broadcast batch). All offsets are 64-bit.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/headeronly/core/ScalarType.h>
+
+namespace tiledmm {
+
+struct MatrixOperand {
+  const void* data;
+  int64_t ld;            // distance between consecutive rows (row-major) or columns (column-major)
+  int64_t batch_stride;  // elements between consecutive matrices of the batch; 0 when broadcast
+  bool row_major;
+};
+
+struct GemmProblem {
+  torch::headeronly::ScalarType dtype;
+  int64_t batch, m, n, k;
+  MatrixOperand a;  // m x k
+  MatrixOperand b;  // k x n
+  void* c;          // m x n, row-major, leading dimension n, batch stride m * n
+  int32_t device_index;
+  int tile_override;  // -1: the dispatcher chooses; otherwise a tile index (tests only)
+};
+
+}  // namespace tiledmm

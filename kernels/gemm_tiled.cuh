@@ -1,0 +1,219 @@
+// The tiled shared-memory matrix-product kernel, on CUDA cores.
+//
+// Each block computes a BM x BN tile of C[z]; each thread a TM x TN sub-tile in registers, as
+// groups of 4 rows and 4 columns spread across the tile so that shared-memory reads are 16 bytes
+// wide and consecutive threads read consecutive groups. K advances in slabs of BK: the next slab
+// is loaded from global memory into registers while the current one is multiplied out of shared
+// memory (double buffering, one barrier per slab). Loads are predicated against the matrix
+// extent, so any shape works; with kVec > 1 each load moves 16 bytes, which the dispatcher allows
+// only when the pointers, leading dimensions and unit-stride extents are multiples of 16 bytes.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "accumulator.h"
+
+namespace tiledmm {
+
+template <typename Acc, typename T>
+__device__ __forceinline__ Acc to_acc(T x) { return static_cast<Acc>(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T, typename Acc>
+__device__ __forceinline__ T from_acc(Acc x) { return static_cast<T>(x); }
+template <>
+__device__ __forceinline__ __half from_acc<__half, float>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Four consecutive accumulator values from 16-byte-aligned shared memory.
+__device__ __forceinline__ void load4(const float* p, float* out) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+}
+__device__ __forceinline__ void load4(const double* p, double* out) {
+  const double2 lo = *reinterpret_cast<const double2*>(p);
+  const double2 hi = *reinterpret_cast<const double2*>(p + 2);
+  out[0] = lo.x; out[1] = lo.y; out[2] = hi.x; out[3] = hi.y;
+}
+
+template <int BM_, int BN_, int BK_, int TM_, int TN_>
+struct TileShape {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int kThreadsM = BM / TM, kThreadsN = BN / TN;
+  static constexpr int kThreads = kThreadsM * kThreadsN;
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "threads own groups of 4 rows and 4 columns");
+  static_assert(BM % TM == 0 && BN % TN == 0, "the thread grid must cover the tile");
+};
+
+template <typename T>
+struct GemmArgs {
+  const T* a;
+  const T* b;
+  T* c;
+  int64_t lda, ldb, batch_stride_a, batch_stride_b;
+  int64_t batch, m, n, k;
+};
+
+// Rows of padding per shared-memory line: keeps 16-byte alignment and spreads the transposing
+// stores of k-contiguous operands over more banks.
+constexpr int kSmemPad = 4;
+
+// Moves a BK x BX slab of one operand (x indexes m for A, n for B) from global memory into
+// shared memory, stored k-major (smem[p][x]) for either source layout, in two steps: load()
+// into registers, store() into shared memory, so the loads of slab t+1 overlap the math on t.
+// kAlongK: the operand's unit-stride dimension is k (row-major A, column-major B).
+template <typename T, typename Acc, int BX, int BK, int kThreads, int kVec, bool kAlongK>
+struct SlabLoader {
+  static constexpr int kContig = kAlongK ? BK : BX;  // slab extent along the unit stride
+  static constexpr int kVecsPerLine = kContig / kVec;
+  static constexpr int kVecs = BX * BK / kVec;
+  static constexpr int kPerThread = (kVecs + kThreads - 1) / kThreads;
+  static constexpr bool kExact = kVecs % kThreads == 0;
+  static_assert(kContig % kVec == 0, "a vector must not straddle a slab line");
+
+  struct alignas(sizeof(T) * kVec) Vec {
+    T v[kVec];
+  };
+  Vec staged[kPerThread];
+
+  __device__ __forceinline__ void position(int i, int tid, int& idx, int& x, int& p) const {
+    idx = tid + i * kThreads;
+    const int c = (idx % kVecsPerLine) * kVec, o = idx / kVecsPerLine;
+    x = kAlongK ? o : c;
+    p = kAlongK ? c : o;
+  }
+
+  // (x0, p0): the slab's origin in the matrix; (x_end, p_end): the matrix extent.
+  __device__ __forceinline__ void load(const T* base, int64_t ld, int64_t x0, int64_t p0,
+                                       int64_t x_end, int64_t p_end, int tid) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      int idx, x, p;
+      position(i, tid, idx, x, p);
+      const int64_t gx = x0 + x, gp = p0 + p;
+      // With kVec > 1 the unit-stride extent is a multiple of kVec: a vector is all in or all out.
+      if ((kExact || idx < kVecs) && gx < x_end && gp < p_end) {
+        const T* src = base + (kAlongK ? gx * ld + gp : gp * ld + gx);
+        staged[i] = *reinterpret_cast<const Vec*>(src);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) staged[i].v[v] = from_acc<T, Acc>(Acc(0));
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store(Acc (*smem)[BX + kSmemPad], int tid) const {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      int idx, x, p;
+      position(i, tid, idx, x, p);
+      if (!kExact && idx >= kVecs) continue;
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        const Acc value = to_acc<Acc>(staged[i].v[v]);
+        if (kAlongK) smem[p + v][x] = value;
+        else smem[p][x + v] = value;
+      }
+    }
+  }
+};
+
+// Row (or column) of the tile owned by a thread's i-th register: groups of 4, one group per
+// stride of 4 * threads along that dimension.
+template <int kThreadsAlong>
+__device__ __forceinline__ int owned_index(int i, int thread) {
+  return (i / 4) * (4 * kThreadsAlong) + thread * 4 + i % 4;
+}
+
+template <typename T, class Tile, int kVec, bool kARowMajor, bool kBRowMajor>
+__global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmArgs<T> args) {
+  using Acc = typename Accumulator<T>::type;
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, TM = Tile::TM, TN = Tile::TN;
+  constexpr int kThreads = Tile::kThreads;
+
+  __shared__ __align__(16) Acc a_smem[2][BK][BM + kSmemPad];
+  __shared__ __align__(16) Acc b_smem[2][BK][BN + kSmemPad];
+  SlabLoader<T, Acc, BM, BK, kThreads, kVec, kARowMajor> a_loader;
+  SlabLoader<T, Acc, BN, BK, kThreads, kVec, !kBRowMajor> b_loader;
+
+  const int tid = threadIdx.x;
+  const int tx = tid % Tile::kThreadsN, ty = tid / Tile::kThreadsN;
+  const int64_t m_tiles = (args.m + BM - 1) / BM;
+  const int64_t k_tiles = (args.k + BK - 1) / BK;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
+
+  // Grid-stride over batch and row tiles: gridDim.y and .z are capped at 65535.
+  for (int64_t z = blockIdx.z; z < args.batch; z += gridDim.z) {
+    const T* a = args.a + z * args.batch_stride_a;
+    const T* b = args.b + z * args.batch_stride_b;
+    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
+      const int64_t m0 = mt * BM;
+      Acc acc[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
+
+      if (k_tiles > 0) {
+        a_loader.load(a, args.lda, m0, 0, args.m, args.k, tid);
+        b_loader.load(b, args.ldb, n0, 0, args.n, args.k, tid);
+        a_loader.store(a_smem[0], tid);
+        b_loader.store(b_smem[0], tid);
+        __syncthreads();
+      }
+      for (int64_t t = 0; t < k_tiles; ++t) {
+        const int cur = static_cast<int>(t & 1);
+        const bool more = t + 1 < k_tiles;
+        if (more) {
+          a_loader.load(a, args.lda, m0, (t + 1) * BK, args.m, args.k, tid);
+          b_loader.load(b, args.ldb, n0, (t + 1) * BK, args.n, args.k, tid);
+        }
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+          Acc a_frag[TM], b_frag[TN];
+#pragma unroll
+          for (int i = 0; i < TM; i += 4)
+            load4(&a_smem[cur][kk][owned_index<Tile::kThreadsM>(i, ty)], &a_frag[i]);
+#pragma unroll
+          for (int j = 0; j < TN; j += 4)
+            load4(&b_smem[cur][kk][owned_index<Tile::kThreadsN>(j, tx)], &b_frag[j]);
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i] * b_frag[j];
+        }
+        // The buffer written here was last read before the previous iteration's barrier.
+        if (more) {
+          a_loader.store(a_smem[cur ^ 1], tid);
+          b_loader.store(b_smem[cur ^ 1], tid);
+        }
+        __syncthreads();
+      }
+
+      T* c = args.c + z * args.m * args.n;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int64_t row = m0 + owned_index<Tile::kThreadsM>(i, ty);
+        if (row >= args.m) continue;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const int64_t col = n0 + owned_index<Tile::kThreadsN>(j, tx);
+          if (col < args.n) c[row * args.n + col] = from_acc<T>(acc[i][j]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tiledmm

@@ -1,0 +1,66 @@
+"""Builds tiledmm's CUDA extension ahead of time against the LibTorch stable ABI.
+
+The result, tiledmm/_C.abi3.so, targets the stable ABI of torch 2.10 (TORCH_TARGET_VERSION) and
+the limited Python API of CPython 3.9, so one cp39-abi3 wheel serves every Python >= 3.9 and
+torch >= 2.10. Building needs nvcc, never a GPU.
+"""
+
+import glob
+import os
+import shutil
+
+from setuptools import setup
+
+
+def find_cuda_home():
+    """The CUDA toolkit root: the first of CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH
+    and /usr/local/cuda that has both nvcc and the runtime headers. (An nvcc on PATH may be a
+    wrapper script outside the toolkit, so its location alone is not trusted.)"""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    candidates += glob.glob("/usr/local/cuda") + sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    for root in filter(None, candidates):
+        if os.path.isfile(os.path.join(root, "bin", "nvcc")) and os.path.isfile(
+            os.path.join(root, "include", "cuda_runtime.h")
+        ):
+            return root
+    raise RuntimeError(
+        "tiledmm needs the CUDA toolkit's compiler nvcc to build (no GPU is needed), and none was "
+        f"found (looked in {[c for c in candidates if c]}). Install the CUDA toolkit and set "
+        "CUDA_HOME to its root, e.g. CUDA_HOME=/usr/local/cuda."
+    )
+
+
+os.environ["CUDA_HOME"] = find_cuda_home()
+# Native code for Ampere and Hopper, PTX for newer GPUs; TORCH_CUDA_ARCH_LIST overrides.
+os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E402
+
+# The LibTorch stable ABI of torch 2.10 ([major][minor][patch][abi tag]). BuildExtension adds
+# Py_LIMITED_API itself for py_limited_api extensions; the module uses only the 3.9 subset of it
+# (PyModule_Create), hence the cp39-abi3 tag.
+STABLE_ABI = ["-DTORCH_TARGET_VERSION=0x020a000000000000"]
+
+here = os.path.dirname(os.path.abspath(__file__))
+sources = sorted(glob.glob(os.path.join("kernels", "*.cpp")) + glob.glob(os.path.join("kernels", "*.cu")))
+
+setup(
+    ext_modules=[
+        CUDAExtension(
+            "tiledmm._C",
+            sources,
+            include_dirs=[os.path.join(here, "kernels")],
+            extra_compile_args={
+                "cxx": ["-O3", *STABLE_ABI],
+                # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim header.
+                "nvcc": ["-O3", "-DUSE_CUDA", *STABLE_ABI],
+            },
+            py_limited_api=True,
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+)

@@ -1,0 +1,78 @@
+"""Shared helpers: operands in any layout, the float64 reference check, output poisoning."""
+
+import math
+
+import pytest
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+LAYOUTS = ["nn", "tn", "nt", "tt"]  # t: that operand is a transposed (column-major) view
+
+# Unit roundoff: the rounding of the result alone, the floor of any error bound.
+UNIT_ROUNDOFF = {
+    torch.float32: 2.0**-24,
+    torch.float64: 2.0**-53,
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+}
+
+NO_GPU = "no CUDA GPU on this machine: GPU tests run on the device machine (scripts/gpu_check.sh)"
+requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
+
+
+def matrix(rows, cols, transposed, dtype, device, batch=()):
+    """A randn (..., rows, cols) operand; transposed=True makes it a column-major view."""
+    if transposed:
+        return torch.randn(*batch, cols, rows, dtype=dtype, device=device).mT
+    return torch.randn(*batch, rows, cols, dtype=dtype, device=device)
+
+
+def operands(m, k, n, layout, dtype, device, batch=()):
+    return (
+        matrix(m, k, layout[0] == "t", dtype, device, batch),
+        matrix(k, n, layout[1] == "t", dtype, device, batch),
+    )
+
+
+def rel_err(out, ref):
+    ref = ref.double()
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def check_against_reference(out, a, b, strict=False):
+    """Compares out with the float64 product of the same inputs.
+
+    The error must be within 2x torch.matmul's on the same inputs; unless strict, plus a floor
+    of sqrt(k) unit roundoffs, which absorbs differences in summation order on tiny errors yet is
+    orders of magnitude under what an indexing, race or layout bug gives on randn data.
+    """
+    expected = torch.matmul(a, b)
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    assert out.dtype == expected.dtype and out.device == expected.device
+    ref = torch.matmul(a.double(), b.double())
+    if out.numel() == 0:
+        return
+    assert torch.isfinite(out).all(), "non-finite elements: unwritten (poisoned) or overflowed"
+    if ref.norm() == 0:  # k == 0: the product is exactly zero
+        assert (out == 0).all()
+        return
+    err, torch_err = rel_err(out, ref), rel_err(expected, ref)
+    k = a.shape[-1]
+    bound = 2 * torch_err + (0.0 if strict else 2 * UNIT_ROUNDOFF[out.dtype] * math.sqrt(k + 1))
+    assert err <= bound, f"relative error {err:.3e} > {bound:.3e} (torch.matmul: {torch_err:.3e})"
+    return err, torch_err
+
+
+def poisoned(fn, shape, dtype, device):
+    """Runs fn after filling, then freeing, a block of the output's size with NaN.
+
+    On CUDA the caching allocator hands that block to the next allocation of the same size, so
+    an element the kernel fails to write stays NaN and fails the check. Returns (out, reused).
+    """
+    if torch.device(device).type != "cuda":
+        return fn(), False
+    junk = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    address = junk.data_ptr()
+    del junk
+    out = fn()
+    return out, out.numel() > 0 and out.data_ptr() == address

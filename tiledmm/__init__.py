@@ -1,0 +1,24 @@
+"""tiledmm: matrix products on tiledmm's own tiled CUDA kernels, with torch.matmul's semantics.
+
+    from tiledmm import matmul
+    c = matmul(a, b)  # any shape, layout and dtype torch.matmul accepts (float32/64, float16, bfloat16)
+
+The operators live in PyTorch's dispatcher as ``torch.ops.tiledmm.mm`` and ``torch.ops.tiledmm.bmm``
+(CUDA and CPU kernels, fake kernels for torch.compile, autograd).
+"""
+
+try:
+    from . import _C  # noqa: F401  loading the library registers the operators
+except ImportError as error:  # pragma: no cover - only without a built extension
+    raise ImportError(
+        "tiledmm's compiled extension (tiledmm._C) is missing or failed to load. Install tiledmm "
+        "with `pip install .` (or from a wheel); when working in the source tree, run tests with "
+        "`pytest tests`, not `python -m pytest`, so the source folder does not shadow the "
+        f"installed package. Cause: {error}"
+    ) from error
+
+from . import _registrations  # noqa: F401  fake kernels and autograd for the operators
+from .functional import bmm, matmul, mm
+
+__all__ = ["matmul", "mm", "bmm"]
+__version__ = "0.1.0"

@@ -1,0 +1,81 @@
+"""tiledmm's user-facing products: matmul, mm and bmm."""
+
+import math
+
+import torch
+
+from ._checks import check_pair
+
+
+def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    """Matrix product of two 2-D tensors, like :func:`torch.mm`.
+
+    ``input`` is (m, k) and ``mat2`` is (k, n); the result is a new contiguous (m, n) tensor of
+    the same dtype. Transposed views are read through their strides, without a copy.
+    Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
+    (accumulated in float32).
+    """
+    return torch.ops.tiledmm.mm(input, mat2)
+
+
+def bmm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+    """Batched matrix product of two 3-D tensors, like :func:`torch.bmm`.
+
+    ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
+    is read as is, including 0 for a batch dimension made with ``expand``.
+    """
+    return torch.ops.tiledmm.bmm(input, mat2)
+
+
+def _rows_foldable(x: torch.Tensor) -> bool:
+    """True when x (..., m, k) can be viewed as (prod(...) * m, k) without a copy."""
+    if x.shape[-1] != 1 and x.stride(-1) != 1:
+        return False
+    for d in range(x.dim() - 2):
+        if x.shape[d] != 1 and x.stride(d) != x.stride(d + 1) * x.shape[d + 1]:
+            return False
+    return True
+
+
+def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """Matrix product with the semantics of :func:`torch.matmul`.
+
+    - 1-D @ 1-D: dot product (a 0-D tensor).
+    - 2-D @ 2-D: matrix product; 1-D operands are treated as a row (left) or a column (right)
+      vector and that dimension is removed from the result.
+    - N-D: batched product over the leading dimensions, which broadcast.
+
+    Views (transposes, slices, expanded batch dimensions, storage offsets) are read through their
+    strides; a copy is made only for a matrix whose two last dimensions both have non-unit
+    strides, or for broadcast batch dimensions that cannot be merged into one.
+    """
+    check_pair("tiledmm.matmul", input, other)
+    if input.dim() == 0 or other.dim() == 0:
+        raise RuntimeError(
+            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
+    a = input.unsqueeze(0) if input.dim() == 1 else input
+    b = other.unsqueeze(-1) if other.dim() == 1 else other
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(
+            f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
+            f"other of shape {list(other.shape)} ({a.shape[-1]} != {b.shape[-2]})"
+        )
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+
+    if b.dim() == 2 and _rows_foldable(a):
+        # The batch of a (if any) folds into its rows: one 2-D product, as torch.matmul does.
+        out = mm(a.reshape(math.prod(a.shape[:-1]), k), b).view(*a.shape[:-1], n)
+    else:
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        count = math.prod(batch)
+        a3 = a.expand(*batch, m, k).reshape(count, m, k)  # a view unless batch dims cannot merge
+        b3 = b.expand(*batch, k, n).reshape(count, k, n)
+        out = bmm(a3, b3).view(*batch, m, n)
+
+    if input.dim() == 1:
+        out = out.squeeze(-2)
+    if other.dim() == 1:
+        out = out.squeeze(-1)
+    return out
