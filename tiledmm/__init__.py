@@ -7,6 +7,8 @@ The operators live in PyTorch's dispatcher as ``torch.ops.tiledmm.mm`` and ``tor
 (CUDA and CPU kernels, fake kernels for torch.compile, autograd).
 """
 
+import torch  # noqa: F401  loads libtorch, which the extension links against
+
 try:
     from . import _C  # noqa: F401  loading the library registers the operators
 except ImportError as error:  # pragma: no cover - only without a built extension

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tiledmm's GPU checks, run on a machine with a GPU from a checkout plus a prebuilt wheel:
+#   scripts/gpu_check.sh [WHEEL] [LOG_DIR]
+# Installs the wheel into a private folder, runs the test suite (GPU tests included), runs
+# compute-sanitizer memcheck and racecheck over every kernel variant at small odd shapes, and
+# prints a summary. Exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+wheel=${1:-$(ls dist/tiledmm-*.whl 2>/dev/null | head -n 1)}
+logs=${2:-${OUT:-/tmp/tiledmm-gpu-check}}
+[ -f "$wheel" ] || { echo "gpu_check: no wheel given or found in dist/" >&2; exit 2; }
+mkdir -p "$logs"
+
+site=$(mktemp -d)
+python3 -m pip install -q --no-deps --no-index --no-compile --target "$site" "$wheel" || exit 2
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+python3 -c 'import torch, tiledmm; print("tiledmm", tiledmm.__version__, "from", tiledmm.__file__, "| torch", torch.__version__, "|", torch.cuda.get_device_name())' | tee "$logs/environment.txt" || exit 2
+
+pytest tests -q -rs -p no:cacheprovider -s 2>&1 | tee "$logs/pytest.log" | grep -vE '^\s*$' | tail -n 40
+tests_rc=${PIPESTATUS[0]}
+
+sanitizer_rc=0
+: > "$logs/sanitizer-summary.txt"
+for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+        python3 scripts/sanitize_cases.py > "$logs/sanitizer-$tool.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || sanitizer_rc=1
+    echo "compute-sanitizer $tool: exit $rc | $(grep -E 'sanitize_cases:|SUMMARY' "$logs/sanitizer-$tool.log" | tr '\n' ' ')" \
+        | tee -a "$logs/sanitizer-summary.txt"
+done
+
+echo "== gpu_check summary: pytest exit $tests_rc ($(grep -E '[0-9]+ (passed|failed)' "$logs/pytest.log" | tail -n 1)); sanitizers exit $sanitizer_rc"
+[ "$tests_rc" -eq 0 ] && [ "$sanitizer_rc" -eq 0 ]

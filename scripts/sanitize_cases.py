@@ -1,0 +1,47 @@
+"""Runs every kernel variant once at small odd shapes, for compute-sanitizer.
+
+Variants: tile shape x dtype x operand layouts x load width (scalar at shapes that divide
+nothing, 16-byte at multiples of 8), batched with a broadcast (stride-0) operand too. Each result
+is checked against float64, so a variant that runs but computes garbage is caught here as well.
+"""
+
+import itertools
+import sys
+
+import torch
+
+import tiledmm  # noqa: F401
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+SHAPES = [(2, 33, 7, 31), (2, 40, 24, 72), (1, 1, 1, 1), (3, 5, 130, 9)]
+
+
+def matrix(batch, rows, cols, transposed, dtype):
+    if transposed:
+        return torch.randn(batch, cols, rows, device="cuda", dtype=dtype).mT
+    return torch.randn(batch, rows, cols, device="cuda", dtype=dtype)
+
+
+def main():
+    torch.manual_seed(0)
+    runs = failures = 0
+    for tile, dtype, ta, tb, (batch, m, k, n) in itertools.product(
+        [0, 1], DTYPES, [False, True], [False, True], SHAPES
+    ):
+        a = matrix(batch, m, k, ta, dtype)
+        b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
+        out = torch.ops.tiledmm._bmm_with_tile(a, b, tile)
+        ref = torch.matmul(a.double(), b.double())
+        err = ((out.double() - ref).norm() / ref.norm()).item()
+        runs += 1
+        if not err <= TOLERANCE[dtype]:
+            failures += 1
+            print(f"FAIL tile={tile} {dtype} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
+    torch.cuda.synchronize()
+    print(f"sanitize_cases: {runs} variant runs, {failures} wrong results")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

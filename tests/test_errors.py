@@ -1,0 +1,74 @@
+"""Bad input gives an exception whose message names the problem and the shapes/dtypes/devices."""
+
+import pytest
+import torch
+
+import tiledmm
+from _util import requires_gpu
+
+ops = torch.ops.tiledmm
+r = torch.randn
+
+# (id, function, operand factory, message pattern)
+CASES = [
+    ("mm_rank", tiledmm.mm, lambda: (r(2, 3, 4), r(4, 5)), r"tiledmm\.mm: expected 2-D tensors, got a of shape \[2, 3, 4\] \(3-D\)"),
+    ("bmm_rank", tiledmm.bmm, lambda: (r(3, 4), r(4, 5)), r"tiledmm\.bmm: expected 3-D tensors, got a of shape \[3, 4\]"),
+    ("mm_inner", tiledmm.mm, lambda: (r(2, 3), r(4, 5)), r"inner dimensions differ: a of shape \[2, 3\] has 3 columns, b of shape \[4, 5\] has 4 rows"),
+    ("bmm_inner", tiledmm.bmm, lambda: (r(2, 2, 3), r(2, 4, 5)), r"inner dimensions differ: a of shape \[2, 2, 3\]"),
+    ("bmm_batch", tiledmm.bmm, lambda: (r(2, 2, 3), r(3, 3, 5)), r"batch sizes differ: a of shape \[2, 2, 3\], b of shape \[3, 3, 5\]"),
+    ("matmul_inner", tiledmm.matmul, lambda: (r(4, 2, 3), r(4, 5)), r"tiledmm\.matmul: inner dimensions differ: input of shape \[4, 2, 3\] and other of shape \[4, 5\] \(3 != 4\)"),
+    ("matmul_vectors", tiledmm.matmul, lambda: (r(3), r(4)), r"inner dimensions differ: input of shape \[3\] and other of shape \[4\]"),
+    ("matmul_0d", tiledmm.matmul, lambda: (r(()), r(3)), r"at least 1 dimension, got shapes \[\] and \[3\]"),
+    ("matmul_broadcast", tiledmm.matmul, lambda: (r(2, 4, 3), r(3, 3, 5)), r"shape|broadcast"),
+    ("mixed_dtypes", tiledmm.mm, lambda: (r(2, 3), r(3, 4, dtype=torch.float64)), r"same dtype, got a: torch\.float32 and b: torch\.float64"),
+    ("mixed_dtypes_matmul", tiledmm.matmul, lambda: (r(2, 3, dtype=torch.float16), r(3, 4)), r"same dtype, got a: torch\.float16 and b: torch\.float32"),
+    ("int32", tiledmm.mm, lambda: (torch.ones(2, 3, dtype=torch.int32), torch.ones(3, 4, dtype=torch.int32)), r"unsupported dtype torch\.int32"),
+    ("int64", tiledmm.matmul, lambda: (torch.ones(2, 3, dtype=torch.int64), torch.ones(3, 4, dtype=torch.int64)), r"unsupported dtype torch\.int64"),
+    ("bool", tiledmm.bmm, lambda: (torch.ones(1, 2, 3, dtype=torch.bool), torch.ones(1, 3, 4, dtype=torch.bool)), r"unsupported dtype torch\.bool"),
+    ("complex", tiledmm.mm, lambda: (r(2, 3, dtype=torch.complex64), r(3, 4, dtype=torch.complex64)), r"unsupported dtype torch\.complex64"),
+    ("cpu_and_meta", tiledmm.mm, lambda: (r(2, 3), r(3, 4, device="meta")), r"same device, got a on cpu and b on meta"),
+    ("meta_and_cpu", ops.bmm, lambda: (r(1, 2, 3, device="meta"), r(1, 3, 4)), r"same device, got a on meta and b on cpu"),
+    ("not_a_tensor", tiledmm.matmul, lambda: (r(2, 3), [[1.0]] * 3), r"expected tensors, got Tensor and list"),
+    ("sparse", tiledmm.mm, lambda: (r(2, 3).to_sparse(), r(3, 4)), r"dense|strided|sparse|Sparse"),
+]
+
+
+@pytest.mark.parametrize("fn,make,pattern", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input(fn, make, pattern):
+    a, b = make()
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError), match=pattern):
+        fn(a, b)
+
+
+# The operators themselves, called without the Python wrappers, check the same things in C++.
+@pytest.mark.parametrize(
+    "op,make,pattern",
+    [
+        (ops.mm, lambda: (r(2, 3), r(4, 5)), r"tiledmm\.mm: inner dimensions differ"),
+        (ops.mm, lambda: (r(2, 3), r(3, 4, dtype=torch.float64)), r"same dtype, got a: torch\.float32 and b: torch\.float64"),
+        (ops.mm, lambda: (torch.ones(2, 3, dtype=torch.int32), torch.ones(3, 4, dtype=torch.int32)), r"unsupported dtype torch\.int32"),
+        (ops.bmm, lambda: (r(2, 3), r(3, 4)), r"tiledmm\.bmm: expected 3-D tensors"),
+        (ops._bmm_with_tile, lambda: (r(2, 2, 3), r(1, 3, 4)), r"batch sizes differ"),
+    ],
+)
+def test_operator_checks(op, make, pattern):
+    a, b = make()
+    args = (a, b, 0) if op is ops._bmm_with_tile else (a, b)
+    with pytest.raises(RuntimeError, match=pattern):
+        op(*args)
+
+
+@requires_gpu
+@pytest.mark.parametrize("fn", [tiledmm.mm, ops.mm, tiledmm.matmul], ids=["mm", "ops.mm", "matmul"])
+def test_mixed_cpu_and_cuda(fn):
+    with pytest.raises(RuntimeError, match=r"same device, got a on cuda:0 and b on cpu"):
+        fn(r(2, 3, device="cuda"), r(3, 4))
+    with pytest.raises(RuntimeError, match=r"same device, got a on cpu and b on cuda:0"):
+        fn(r(2, 3), r(3, 4, device="cuda"))
+
+
+@requires_gpu
+def test_tile_index_out_of_range():
+    a, b = r(1, 4, 4, device="cuda"), r(1, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match=r"tile index 7 out of range"):
+        ops._bmm_with_tile(a, b, 7)

@@ -1,0 +1,104 @@
+"""GPU-only checks: the reference problems at full size, every kernel variant, no hidden copies,
+streams. The semantic suites (test_semantics, test_opcheck, test_autograd) also run on the GPU."""
+
+import pytest
+import torch
+
+import tiledmm
+from _util import DTYPES, LAYOUTS, check_against_reference, operands, poisoned, requires_gpu
+
+pytestmark = requires_gpu
+ops = torch.ops.tiledmm
+
+# The five problems of shared/anchors.md: (name, M, K, N, A is stored transposed).
+ANCHORS = [
+    ("square", 4096, 4096, 4096, False),
+    ("standard", 2048, 8192, 4096, False),
+    ("transA", 2048, 8192, 4096, True),
+    ("irregular", 8205, 2949, 5921, False),
+    ("smallK", 32768, 64, 32768, False),
+]
+
+
+@pytest.mark.parametrize("name,m,k,n,transposed_a", ANCHORS, ids=[a[0] for a in ANCHORS])
+def test_anchor_problems_float32(name, m, k, n, transposed_a):
+    a, b = operands(m, k, n, "tn" if transposed_a else "nn", torch.float32, "cuda")
+    out, reused = poisoned(lambda: tiledmm.matmul(a, b), (m, n), torch.float32, "cuda")
+    err, torch_err = check_against_reference(out, a, b, strict=True)
+    print(f"{name}: tiledmm {err:.3e}  torch.matmul {torch_err:.3e}  poisoned={reused}")
+
+
+def test_poisoning_reaches_the_output():
+    """The poison helper only proves something if the op's output lands on the poisoned block."""
+    a, b = operands(300, 40, 500, "nn", torch.float32, "cuda")
+    _, reused = poisoned(lambda: tiledmm.mm(a, b), (300, 500), torch.float32, "cuda")
+    assert reused
+
+
+# Sizes that divide no tile (scalar loads) and multiples of 8 that divide no tile (16-byte loads).
+VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tile", [0, 1])
+@pytest.mark.parametrize("m,k,n", VARIANT_SHAPES)
+def test_every_kernel_variant(tile, layout, dtype, m, k, n):
+    a, b = operands(m, k, n, layout, dtype, "cuda", batch=(3,))
+    out, _ = poisoned(lambda: ops._bmm_with_tile(a, b, tile), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_large_odd_shape_every_dtype(dtype):
+    a, b = operands(4097, 1031, 2053, "tt", dtype, "cuda")
+    out, _ = poisoned(lambda: tiledmm.mm(a, b), (4097, 2053), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_no_hidden_copies(layout):
+    """Transposed operands are read through their strides: the op allocates its output only."""
+    a, b = operands(1000, 3000, 1200, layout, torch.float32, "cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = tiledmm.mm(a, b)
+    torch.cuda.synchronize()
+    assert torch.cuda.max_memory_allocated() - before == out.untyped_storage().nbytes()
+
+
+def test_batch_broadcast_reads_stride_zero():
+    a = torch.randn(1, 300, 200, device="cuda").expand(8, 300, 200)
+    b = torch.randn(8, 200, 100, device="cuda")
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = tiledmm.bmm(a, b)
+    assert torch.cuda.max_memory_allocated() - before == out.untyped_storage().nbytes()
+    check_against_reference(out, a, b)
+
+
+def test_runs_on_the_current_stream():
+    """With the default stream held up by a long sleep, a product launched on a side stream must
+    finish and be copied out on that stream alone; launched on the default stream, the copy would
+    read the poisoned output."""
+    a, b = operands(1000, 700, 900, "nt", torch.float32, "cuda")
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # about a second of the default stream
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out, reused = poisoned(lambda: tiledmm.mm(a, b), (1000, 900), torch.float32, "cuda")
+        host = out.cpu()
+    assert reused
+    assert not torch.cuda.current_stream().query(), "the default stream finished its sleep early"
+    torch.cuda.synchronize()
+    check_against_reference(host.cuda(), a, b)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_another_device():
+    a, b = operands(257, 129, 65, "tn", torch.float32, "cuda:1")
+    with torch.cuda.device(0):
+        out = tiledmm.mm(a, b)
+    assert out.device == a.device
+    check_against_reference(out, a, b)

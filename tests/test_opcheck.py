@@ -1,0 +1,35 @@
+"""torch.library.opcheck over the operators: schema, fake kernels, autograd registration and
+AOT dispatch, on CPU and GPU."""
+
+import pytest
+import torch
+
+from _util import LAYOUTS, operands
+
+ops = torch.ops.tiledmm
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_opcheck_mm(device, layout, dtype, requires_grad):
+    a, b = operands(13, 9, 11, layout, dtype, device)
+    torch.library.opcheck(ops.mm, (a.requires_grad_(requires_grad), b.requires_grad_(requires_grad)))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_opcheck_bmm(device, layout, requires_grad):
+    a, b = operands(13, 9, 11, layout, torch.float32, device, batch=(3,))
+    torch.library.opcheck(ops.bmm, (a.requires_grad_(requires_grad), b.requires_grad_(requires_grad)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_opcheck_half_types(device, dtype):
+    a, b = operands(13, 9, 11, "tn", dtype, device)
+    torch.library.opcheck(ops.mm, (a, b))
+
+
+def test_opcheck_bmm_with_tile(device):
+    a, b = operands(13, 9, 11, "nt", torch.float32, device, batch=(2,))
+    torch.library.opcheck(ops._bmm_with_tile, (a, b, 1))
