@@ -115,11 +115,12 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--out", default="bench/results", help="folder for the results JSON")
+    parser.add_argument("--commit", default=None, help="commit to record (default: git's HEAD)")
     args = parser.parse_args()
     torch.manual_seed(0)
     device, rows = run(args)
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    result = {"device": name, "torch": torch.__version__, "commit": commit(), "rows": rows}
+    result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(), "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     path = os.path.join(args.out, f"{slug}-{datetime.date.today().isoformat()}.json")
