@@ -14,7 +14,8 @@ mkdir -p "$logs"
 site=$(mktemp -d)
 python3 -m pip install -q --no-deps --no-index --no-compile --target "$site" "$wheel" || exit 2
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-python3 -c 'import torch, tiledmm; print("tiledmm", tiledmm.__version__, "from", tiledmm.__file__, "| torch", torch.__version__, "|", torch.cuda.get_device_name())' | tee "$logs/environment.txt" || exit 2
+# From / so that the source folder tiledmm/ (no compiled module) cannot shadow the wheel.
+(cd / && python3 -c 'import torch, tiledmm; print("tiledmm", tiledmm.__version__, "from", tiledmm.__file__, "| torch", torch.__version__, "|", torch.cuda.get_device_name())') | tee "$logs/environment.txt" || exit 2
 
 pytest tests -q -rs -p no:cacheprovider -s 2>&1 | tee "$logs/pytest.log" | grep -vE '^\s*$' | tail -n 40
 tests_rc=${PIPESTATUS[0]}

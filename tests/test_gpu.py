@@ -83,9 +83,13 @@ def test_runs_on_the_current_stream():
     finish and be copied out on that stream alone; launched on the default stream, the copy would
     read the poisoned output."""
     a, b = operands(1000, 700, 900, "nt", torch.float32, "cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        # Fill the side stream's allocator cache now: a cudaMalloc can synchronize the device.
+        warm = [torch.empty((1000, 900), device="cuda") for _ in range(2)]
+        del warm
     torch.cuda.synchronize()
     torch.cuda._sleep(2_000_000_000)  # about a second of the default stream
-    stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         out, reused = poisoned(lambda: tiledmm.mm(a, b), (1000, 900), torch.float32, "cuda")
         host = out.cpu()
