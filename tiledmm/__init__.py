@@ -4,7 +4,9 @@
     c = matmul(a, b)  # any shape, layout and dtype torch.matmul accepts (float32/64, float16, bfloat16)
 
 The operators live in PyTorch's dispatcher as ``torch.ops.tiledmm.mm`` and ``torch.ops.tiledmm.bmm``
-(CUDA and CPU kernels, fake kernels for torch.compile, autograd).
+(CUDA and CPU kernels, fake kernels for torch.compile, autograd, autocast).
+``tiledmm.nn.Linear`` is a drop-in ``torch.nn.Linear``; ``with tiledmm.enable():`` runs an
+unchanged model's matrix products on tiledmm.
 """
 
 import torch  # noqa: F401  loads libtorch, which the extension links against
@@ -19,8 +21,11 @@ except ImportError as error:  # pragma: no cover - only without a built extensio
         f"installed package. Cause: {error}"
     ) from error
 
-from . import _registrations  # noqa: F401  fake kernels and autograd for the operators
-from .functional import bmm, matmul, mm
+from . import _registrations  # noqa: F401  fake kernels and autocast for the operators
+from . import nn
+from .autograd import BMM, MM
+from .functional import bmm, linear, matmul, mm
+from .mode import enable
 
-__all__ = ["matmul", "mm", "bmm"]
+__all__ = ["matmul", "mm", "bmm", "linear", "MM", "BMM", "nn", "enable"]
 __version__ = "0.1.0"

@@ -1,13 +1,14 @@
-"""Fake (meta) kernels and autograd for the tiledmm operators.
+"""Fake (meta) kernels and autocast for the tiledmm operators.
 
-Fake kernels let torch.compile and meta tensors trace the ops. The backward of C = A @ B is
-dA = dC @ B^T and dB = A^T @ dC, computed by the same ops on transposed views (the kernels read
-them through their strides; nothing is copied), and only for the inputs that need a gradient.
+Fake kernels let torch.compile and meta tensors trace the ops. Under torch.autocast the ops cast
+their floating-point inputs (float64 excepted) to the autocast dtype, as torch.matmul does.
 """
 
 import torch
 
 from ._checks import check_matrices
+
+ops = torch.ops.tiledmm
 
 
 @torch.library.register_fake("tiledmm::mm")
@@ -28,30 +29,20 @@ def _bmm_with_tile_fake(a, b, tile):
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
-def _setup_context(ctx, inputs, output):
-    a, b = inputs[0], inputs[1]
-    needs_a, needs_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
+def _autocast_kernel(op, device_type):
+    def kernel(a, b, *rest):
+        dtype = torch.get_autocast_dtype(device_type)
+
+        def cast(t):
+            return t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t
+
+        with torch.autocast(device_type, enabled=False):
+            return op(cast(a), cast(b), *rest)
+
+    return kernel
 
 
-def _backward_with(product):
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        grad_a = product(grad, b.mT) if ctx.needs_input_grad[0] else None
-        grad_b = product(a.mT, grad) if ctx.needs_input_grad[1] else None
-        return (grad_a, grad_b) + (None,) * (len(ctx.needs_input_grad) - 2)
-
-    return backward
-
-
-torch.library.register_autograd(
-    "tiledmm::mm", _backward_with(torch.ops.tiledmm.mm), setup_context=_setup_context
-)
-torch.library.register_autograd(
-    "tiledmm::bmm", _backward_with(torch.ops.tiledmm.bmm), setup_context=_setup_context
-)
-torch.library.register_autograd(
-    "tiledmm::_bmm_with_tile",
-    _backward_with(torch.ops.tiledmm.bmm),
-    setup_context=_setup_context,
-)
+_autocast_lib = torch.library.Library("tiledmm", "IMPL")
+for _name in ("mm", "bmm", "_bmm_with_tile"):
+    for _device_type, _key in (("cuda", "AutocastCUDA"), ("cpu", "AutocastCPU")):
+        _autocast_lib.impl(_name, _autocast_kernel(getattr(ops, _name), _device_type), _key)

@@ -1,10 +1,13 @@
-"""tiledmm's user-facing products: matmul, mm and bmm."""
+"""tiledmm's user-facing products: matmul, mm, bmm and linear. All differentiable."""
+
+from __future__ import annotations
 
 import math
 
 import torch
 
 from ._checks import check_pair
+from .autograd import BMM, MM
 
 
 def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
@@ -15,7 +18,7 @@ def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
     Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
     (accumulated in float32).
     """
-    return torch.ops.tiledmm.mm(input, mat2)
+    return MM.apply(input, mat2)
 
 
 def bmm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
@@ -24,7 +27,7 @@ def bmm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
     ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
     is read as is, including 0 for a batch dimension made with ``expand``.
     """
-    return torch.ops.tiledmm.bmm(input, mat2)
+    return BMM.apply(input, mat2)
 
 
 def _rows_foldable(x: torch.Tensor) -> bool:
@@ -79,3 +82,16 @@ def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     if other.dim() == 1:
         out = out.squeeze(-1)
     return out
+
+
+def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``input @ weight.T + bias``, like :func:`torch.nn.functional.linear`.
+
+    The weight (out_features, in_features) is read as a transposed view: never copied.
+    """
+    out = matmul(input, weight.mT)
+    if bias is None:
+        return out
+    if torch.is_autocast_enabled(out.device.type):  # autocast casts the bias too, as for F.linear
+        bias = bias.to(out.dtype)
+    return out + bias

@@ -1,0 +1,136 @@
+"""Training with tiledmm: torch.compile, tiledmm.nn.Linear, tiledmm.enable(), autocast."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import tiledmm
+
+
+class _OpLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _Block(torch.nn.Module):
+    """An MLP with a batched product in the middle: every tiledmm entry point in one model."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = tiledmm.nn.Linear(16, 32)
+        self.down = tiledmm.nn.Linear(32, 8, bias=False)
+
+    def forward(self, x):
+        h = torch.relu(self.up(x))  # (batch, seq, 32)
+        mix = tiledmm.matmul(h, h.mT) / 32  # (batch, seq, seq)
+        return self.down(tiledmm.matmul(torch.softmax(mix, -1), h))
+
+
+def test_compile_fullgraph_forward_and_backward(device):
+    torch.manual_seed(0)
+    model = _Block().to(device)
+    x = torch.randn(4, 10, 16, device=device)
+
+    def step(m):
+        loss = m(x).square().mean()
+        grads = torch.autograd.grad(loss, list(m.parameters()))
+        return loss, grads
+
+    compiled = torch.compile(model, fullgraph=True)
+    eager_loss, eager_grads = step(model)
+    compiled_loss, compiled_grads = step(compiled)
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-6)
+    for g, h in zip(compiled_grads, eager_grads):
+        torch.testing.assert_close(g, h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_is_a_drop_in(device, bias):
+    torch.manual_seed(1)
+    ref = torch.nn.Linear(24, 10, bias=bias, device=device)
+    torch.manual_seed(1)
+    ours = tiledmm.nn.Linear(24, 10, bias=bias, device=device)
+    assert isinstance(ours, torch.nn.Linear)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    for p, q in zip(ours.parameters(), ref.parameters()):
+        assert torch.equal(p, q)  # same initialisation from the same seed
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 5, 24, device=device, requires_grad=True)
+    with _OpLog() as log:
+        y = ours(x)
+    assert "tiledmm.mm.default" in log.ops and "aten.mm.default" not in log.ops
+    assert not any("copy" in op or "clone" in op for op in log.ops), log.ops
+    torch.testing.assert_close(y, ref(x), rtol=1e-5, atol=1e-5)
+    y.square().sum().backward()
+    grads = [p.grad for p in ours.parameters()]
+    ref(x).square().sum().backward()
+    for g, p in zip(grads, ref.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_enable_routes_products_to_tiledmm(device):
+    x = torch.randn(6, 8, device=device)
+    w = torch.randn(5, 8, device=device)
+    calls = [
+        lambda: torch.matmul(x, w.T), lambda: x @ w.T, lambda: x.matmul(w.T), lambda: torch.mm(x, w.T),
+        lambda: x.mm(w.T), lambda: torch.bmm(x[None], w.T[None]), lambda: x[None].bmm(w.T[None]),
+        lambda: torch.nn.functional.linear(x, w), lambda: torch.nn.functional.linear(x, w, w[:, 0]),
+    ]
+    for call in calls:
+        expected = call()
+        with tiledmm.enable(), _OpLog() as log:
+            got = call()
+        assert any(op.startswith("tiledmm.") for op in log.ops), log.ops
+        assert not any(op in ("aten.mm.default", "aten.bmm.default", "aten.addmm.default") for op in log.ops), log.ops
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    with _OpLog() as log:
+        x @ w.T  # outside the context nothing changes
+    assert not any(op.startswith("tiledmm.") for op in log.ops)
+
+
+def test_enable_falls_through_for_what_tiledmm_cannot_serve(device):
+    i = torch.randint(-5, 5, (4, 3), device=device)
+    j = torch.randint(-5, 5, (3, 2), device=device)
+    out = torch.empty(4, 2, device=device)
+    x, y = torch.randn(4, 3, device=device), torch.randn(3, 2, device=device)
+    with tiledmm.enable(), _OpLog() as log:
+        assert torch.equal(i @ j, torch.matmul(i, j))  # integers: torch
+        torch.matmul(x, y, out=out)  # out=: torch
+    assert not any(op.startswith("tiledmm.") for op in log.ops), log.ops
+    torch.testing.assert_close(out, torch.matmul(x, y))
+
+
+def test_enable_trains_an_unchanged_model(device):
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1)).to(device)
+    x, y = torch.randn(64, 12, device=device), torch.randn(64, 1, device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    with tiledmm.enable():
+        for _ in range(20):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_autocast_casts_like_torch(device, dtype):
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("CPU autocast's float16 support varies across torch versions")
+    a = torch.randn(9, 7, device=device)
+    b = torch.randn(7, 5, device=device, dtype=torch.float64)
+    c = torch.randn(7, 5, device=device)
+    with torch.autocast(device, dtype=dtype):
+        ours, theirs = tiledmm.matmul(a, c), torch.matmul(a, c)
+        assert ours.dtype == theirs.dtype == dtype
+        assert tiledmm.nn.Linear(7, 3, device=device)(a).dtype == dtype
+        assert torch.ops.tiledmm.mm(b.T.contiguous(), b).dtype == torch.float64  # float64 is not cast
+    torch.testing.assert_close(ours.float(), theirs.float(), rtol=2e-2, atol=2e-2)

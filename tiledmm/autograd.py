@@ -1,0 +1,80 @@
+"""Autograd for tiledmm's products, on tiledmm's own kernels.
+
+For C = A @ B: dA = dC @ B^T and dB = A^T @ dC, computed by the same operators on transposed
+views (the kernels read them through their strides: nothing is copied, torch.matmul is never
+called), and only for the inputs that need a gradient. The backward is itself made of
+differentiable operators, so double backward works.
+
+The same rule serves the public autograd.Function classes (used by tiledmm.matmul, mm and bmm)
+and the dispatcher operators (torch.ops.tiledmm.*), registered below.
+"""
+
+import torch
+
+ops = torch.ops.tiledmm
+
+
+def _column_major(x):
+    return x.stride(-2) == 1 and x.stride(-1) != 1
+
+
+def _setup_context(ctx, inputs, output):
+    a, b = inputs[0], inputs[1]
+    ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
+    ctx.column_major = (_column_major(a), _column_major(b))
+
+
+def _product_in_layout(product, lhs, rhs, column_major):
+    """lhs @ rhs, as a column-major result when the input it is the gradient of is column-major
+    (computed as (rhs^T @ lhs^T)^T), so that autograd need not copy it into that input's layout
+    (a transposed weight, as in nn.Linear)."""
+    return product(rhs.mT, lhs.mT).mT if column_major else product(lhs, rhs)
+
+
+def _gradients(product, ctx, grad):
+    a, b = ctx.saved_tensors
+    a_col, b_col = ctx.column_major
+    grad_a = _product_in_layout(product, grad, b.mT, a_col) if ctx.needs_input_grad[0] else None
+    grad_b = _product_in_layout(product, a.mT, grad, b_col) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+class MM(torch.autograd.Function):
+    """C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b)``."""
+
+    @staticmethod
+    def forward(a, b):
+        return ops.mm(a, b)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _gradients(ops.mm, ctx, grad)
+
+
+class BMM(torch.autograd.Function):
+    """C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b)``."""
+
+    @staticmethod
+    def forward(a, b):
+        return ops.bmm(a, b)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _gradients(ops.bmm, ctx, grad)
+
+
+def _register(name, product):
+    def backward(ctx, grad):
+        # Operators may take arguments after the two matrices (a tile index): no gradient.
+        return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
+
+    torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=_setup_context)
+
+
+_register("mm", ops.mm)
+_register("bmm", ops.bmm)
+_register("_bmm_with_tile", ops.bmm)
