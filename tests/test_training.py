@@ -94,12 +94,13 @@ def test_enable_routes_products_to_tiledmm(device):
 
 
 def test_enable_falls_through_for_what_tiledmm_cannot_serve(device):
-    i = torch.randint(-5, 5, (4, 3), device=device)
-    j = torch.randint(-5, 5, (3, 2), device=device)
+    # complex: torch.matmul serves it on CPU and GPU alike, tiledmm does not
+    i = torch.randn(4, 3, dtype=torch.complex64, device=device)
+    j = torch.randn(3, 2, dtype=torch.complex64, device=device)
     out = torch.empty(4, 2, device=device)
     x, y = torch.randn(4, 3, device=device), torch.randn(3, 2, device=device)
     with tiledmm.enable(), _OpLog() as log:
-        assert torch.equal(i @ j, torch.matmul(i, j))  # integers: torch
+        assert torch.equal(i @ j, torch.matmul(i, j))
         torch.matmul(x, y, out=out)  # out=: torch
     assert not any(op.startswith("tiledmm.") for op in log.ops), log.ops
     torch.testing.assert_close(out, torch.matmul(x, y))
