@@ -1,5 +1,6 @@
 // The CPU backend: plain loops over the same strided GemmProblem the CUDA kernels run, so CPU
 // tensors work and the planning code is exercised without a GPU.
+#include <string>
 #include <vector>
 
 #include <torch/csrc/stable/library.h>
@@ -49,17 +50,28 @@ void gemm_cpu(const GemmProblem& p) {
   }
 }
 
+std::string describe_cpu(const GemmProblem& p) {
+  return std::string("CPU backend: plain loops over the strided operands, accumulating in ") +
+         (p.dtype == ScalarType::Double ? "float64" : "float32");
+}
+
+constexpr GemmBackend kCpu{gemm_cpu, describe_cpu};
+
 Tensor mm_cpu(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.mm", a, b, 2, -1, gemm_cpu);
+  return run_gemm("tiledmm.mm", a, b, 2, {}, kCpu);
 }
 
 Tensor bmm_cpu(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.bmm", a, b, 3, -1, gemm_cpu);
+  return run_gemm("tiledmm.bmm", a, b, 3, {}, kCpu);
 }
 
-// The CPU backend has one variant: the tile index is accepted and ignored.
-Tensor bmm_with_tile_cpu(const Tensor& a, const Tensor& b, int64_t tile) {
-  return run_gemm("tiledmm._bmm_with_tile", a, b, 3, tile, gemm_cpu);
+// The CPU backend has one variant: the configuration is accepted and ignored.
+Tensor bmm_with_config_cpu(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
+  return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kCpu);
+}
+
+std::string explain_cpu(const Tensor& a, const Tensor& b) {
+  return explain_gemm(a.dim() == 3 ? "tiledmm.bmm" : "tiledmm.mm", a, b, a.dim() == 3 ? 3 : 2, kCpu);
 }
 
 }  // namespace
@@ -67,7 +79,8 @@ Tensor bmm_with_tile_cpu(const Tensor& a, const Tensor& b, int64_t tile) {
 STABLE_TORCH_LIBRARY_IMPL(tiledmm, CPU, m) {
   m.impl("mm", TORCH_BOX(&mm_cpu));
   m.impl("bmm", TORCH_BOX(&bmm_cpu));
-  m.impl("_bmm_with_tile", TORCH_BOX(&bmm_with_tile_cpu));
+  m.impl("_bmm_with_config", TORCH_BOX(&bmm_with_config_cpu));
+  m.impl("_explain", TORCH_BOX(&explain_cpu));
 }
 
 }  // namespace tiledmm

@@ -4,6 +4,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <string>
+#include <type_traits>
+
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
@@ -16,38 +19,65 @@ namespace tiledmm {
 // Defined (and explicitly instantiated per dtype) in gemm_dispatch.cuh / gemm_cuda_<dtype>.cu.
 template <typename T>
 void launch_gemm(const GemmProblem& p, cudaStream_t stream, int num_sms);
+template <typename T>
+std::string describe_gemm(const GemmProblem& p, int num_sms);
 
 namespace {
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
 
-void gemm_cuda(const GemmProblem& p) {
-  torch::stable::accelerator::DeviceGuard guard(p.device_index);
-  void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
-  int num_sms = 0;
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, p.device_index));
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (p.dtype) {
-    case ScalarType::Float: return launch_gemm<float>(p, s, num_sms);
-    case ScalarType::Double: return launch_gemm<double>(p, s, num_sms);
-    case ScalarType::Half: return launch_gemm<__half>(p, s, num_sms);
-    case ScalarType::BFloat16: return launch_gemm<__nv_bfloat16>(p, s, num_sms);
+int multiprocessors(int32_t device_index) {
+  int count = 0;
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index));
+  return count;
+}
+
+// Calls f with a null pointer of the problem's device storage type.
+template <typename F>
+auto with_device_type(ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case ScalarType::Float: return f(static_cast<float*>(nullptr));
+    case ScalarType::Double: return f(static_cast<double*>(nullptr));
+    case ScalarType::Half: return f(static_cast<__half*>(nullptr));
+    case ScalarType::BFloat16: return f(static_cast<__nv_bfloat16*>(nullptr));
     default: STD_TORCH_CHECK(false, "tiledmm: no CUDA kernel for this dtype");
   }
 }
 
+void gemm_cuda(const GemmProblem& p) {
+  torch::stable::accelerator::DeviceGuard guard(p.device_index);
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
+  const int num_sms = multiprocessors(p.device_index);
+  with_device_type(p.dtype, [&](auto* type) {
+    launch_gemm<std::remove_pointer_t<decltype(type)>>(p, static_cast<cudaStream_t>(stream), num_sms);
+  });
+}
+
+std::string describe_cuda(const GemmProblem& p) {
+  const int num_sms = multiprocessors(p.device_index);
+  return with_device_type(p.dtype, [&](auto* type) {
+    return describe_gemm<std::remove_pointer_t<decltype(type)>>(p, num_sms);
+  });
+}
+
+constexpr GemmBackend kCuda{gemm_cuda, describe_cuda};
+
 Tensor mm_cuda(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.mm", a, b, 2, -1, gemm_cuda);
+  return run_gemm("tiledmm.mm", a, b, 2, {}, kCuda);
 }
 
 Tensor bmm_cuda(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.bmm", a, b, 3, -1, gemm_cuda);
+  return run_gemm("tiledmm.bmm", a, b, 3, {}, kCuda);
 }
 
-Tensor bmm_with_tile_cuda(const Tensor& a, const Tensor& b, int64_t tile) {
-  return run_gemm("tiledmm._bmm_with_tile", a, b, 3, tile, gemm_cuda);
+Tensor bmm_with_config_cuda(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
+  return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kCuda);
+}
+
+std::string explain_cuda(const Tensor& a, const Tensor& b) {
+  return explain_gemm(a.dim() == 3 ? "tiledmm.bmm" : "tiledmm.mm", a, b, a.dim() == 3 ? 3 : 2, kCuda);
 }
 
 }  // namespace
@@ -55,7 +85,8 @@ Tensor bmm_with_tile_cuda(const Tensor& a, const Tensor& b, int64_t tile) {
 STABLE_TORCH_LIBRARY_IMPL(tiledmm, CUDA, m) {
   m.impl("mm", TORCH_BOX(&mm_cuda));
   m.impl("bmm", TORCH_BOX(&bmm_cuda));
-  m.impl("_bmm_with_tile", TORCH_BOX(&bmm_with_tile_cuda));
+  m.impl("_bmm_with_config", TORCH_BOX(&bmm_with_config_cuda));
+  m.impl("_explain", TORCH_BOX(&explain_cuda));
 }
 
 }  // namespace tiledmm

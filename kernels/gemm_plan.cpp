@@ -110,33 +110,65 @@ MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
   return *operand;
 }
 
-}  // namespace
-
-Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                int64_t tile_override, GemmBackend backend) {
+// Checks the operands and describes them as a problem (c unset); `keep` holds any copies.
+GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                    ConfigOverride config, std::vector<Tensor>& keep) {
   check_operands(op, a, b, rank);
-  const int64_t batch = rank == 3 ? a.size(0) : 1;
-  const int64_t m = a.size(rank - 2), k = a.size(rank - 1), n = b.size(rank - 1);
-  std::vector<int64_t> out_shape = {m, n};
-  if (rank == 3) out_shape.insert(out_shape.begin(), batch);
-  Tensor c = torch::stable::new_empty(a, out_shape);
-  if (batch == 0 || m == 0 || n == 0) return c;
-
-  std::vector<Tensor> keep;
   keep.reserve(2);  // plan_operand points into `keep`: no reallocation
   GemmProblem p{};
   p.dtype = a.scalar_type();
-  p.batch = batch;
-  p.m = m;
-  p.n = n;
-  p.k = k;
+  p.batch = rank == 3 ? a.size(0) : 1;
+  p.m = a.size(rank - 2);
+  p.k = a.size(rank - 1);
+  p.n = b.size(rank - 1);
+  p.device_index = a.get_device_index();
+  p.tile_override = static_cast<int>(config.tile);
+  p.splits_override = config.splits;
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return p;
   p.a = plan_operand(a, keep);
   p.b = plan_operand(b, keep);
+  return p;
+}
+
+}  // namespace
+
+Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                ConfigOverride config, const GemmBackend& backend) {
+  std::vector<Tensor> keep;
+  GemmProblem p = prepare(op, a, b, rank, config, keep);
+  std::vector<int64_t> out_shape = {p.m, p.n};
+  if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
+  Tensor c = torch::stable::new_empty(a, out_shape);
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return c;
   p.c = c.mutable_data_ptr();
-  p.device_index = a.get_device_index();
-  p.tile_override = static_cast<int>(tile_override);
-  backend(p);
+  backend.run(p);
   return c;
+}
+
+std::string explain_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                         const GemmBackend& backend) {
+  std::vector<Tensor> keep;
+  const GemmProblem p = prepare(op, a, b, rank, ConfigOverride{}, keep);
+  std::ostringstream s;
+  s << op << ": batch " << p.batch << ", m " << p.m << ", k " << p.k << ", n " << p.n << ", "
+    << dtype_of(a) << " on " << device_of(a) << "\n";
+  if (p.batch == 0 || p.m == 0 || p.n == 0) {
+    s << "empty result: no kernel runs";
+    return s.str();
+  }
+  const Tensor* operands[2] = {&a, &b};
+  const MatrixOperand* described[2] = {&p.a, &p.b};
+  for (int i = 0; i < 2; ++i) {
+    const MatrixOperand& x = *described[i];
+    const bool copied = x.data != operands[i]->const_data_ptr();
+    s << (i == 0 ? "a" : "b") << ": " << (x.row_major ? "row-major" : "column-major")
+      << ", leading dimension " << x.ld << ", batch stride " << x.batch_stride
+      << (copied ? " (copied first: neither of its last two dimensions is unit-stride)"
+                 : " (read in place)")
+      << "\n";
+  }
+  s << backend.describe(p);
+  return s.str();
 }
 
 }  // namespace tiledmm

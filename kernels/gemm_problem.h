@@ -26,7 +26,9 @@ struct GemmProblem {
   MatrixOperand b;  // k x n
   void* c;          // m x n, row-major, leading dimension n, batch stride m * n
   int32_t device_index;
-  int tile_override;  // -1: the dispatcher chooses; otherwise a tile index (tests only)
+  // Forces a kernel configuration (tests, tile sweeps); -1 and 0 let the dispatcher choose.
+  int tile_override;        // an index into the dispatcher's tile table
+  int64_t splits_override;  // the number of slices K is split into
 };
 
 }  // namespace tiledmm

@@ -47,22 +47,25 @@ __device__ __forceinline__ void load4(const double* p, double* out) {
   out[0] = lo.x; out[1] = lo.y; out[2] = hi.x; out[3] = hi.y;
 }
 
-template <int BM_, int BN_, int BK_, int TM_, int TN_>
+// kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int kMinBlocks_ = 1>
 struct TileShape {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
   static constexpr int kThreadsM = BM / TM, kThreadsN = BN / TN;
   static constexpr int kThreads = kThreadsM * kThreadsN;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "threads own groups of 4 rows and 4 columns");
   static_assert(BM % TM == 0 && BN % TN == 0, "the thread grid must cover the tile");
 };
 
-template <typename T>
+// Out: T, or the accumulator type when K is split and each slice writes a partial product.
+template <typename T, typename Out>
 struct GemmArgs {
   const T* a;
   const T* b;
-  T* c;
+  Out* c;  // (batch * splits) row-major m x n matrices
   int64_t lda, ldb, batch_stride_a, batch_stride_b;
   int64_t batch, m, n, k;
+  int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
 };
 
 // Rows of padding per shared-memory line: keeps 16-byte alignment and spreads the transposing
@@ -136,8 +139,9 @@ __device__ __forceinline__ int owned_index(int i, int thread) {
   return (i / 4) * (4 * kThreadsAlong) + thread * 4 + i % 4;
 }
 
-template <typename T, class Tile, int kVec, bool kARowMajor, bool kBRowMajor>
-__global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmArgs<T> args) {
+template <typename T, typename Out, class Tile, int kVec, bool kARowMajor, bool kBRowMajor>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
+    gemm_tiled_kernel(const GemmArgs<T, Out> args) {
   using Acc = typename Accumulator<T>::type;
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, TM = Tile::TM, TN = Tile::TN;
   constexpr int kThreads = Tile::kThreads;
@@ -150,13 +154,17 @@ __global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmAr
   const int tid = threadIdx.x;
   const int tx = tid % Tile::kThreadsN, ty = tid / Tile::kThreadsN;
   const int64_t m_tiles = (args.m + BM - 1) / BM;
-  const int64_t k_tiles = (args.k + BK - 1) / BK;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
 
-  // Grid-stride over batch and row tiles: gridDim.y and .z are capped at 65535.
-  for (int64_t z = blockIdx.z; z < args.batch; z += gridDim.z) {
-    const T* a = args.a + z * args.batch_stride_a;
-    const T* b = args.b + z * args.batch_stride_b;
+  // z enumerates (matrix of the batch, slice of K). Grid-stride over z and row tiles: gridDim.y
+  // and .z are capped at 65535.
+  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
+    const int64_t matrix = z / args.splits;
+    const int64_t k_begin = (z % args.splits) * args.k_chunk;
+    const int64_t k_end = min(args.k, k_begin + args.k_chunk);
+    const int64_t k_tiles = (k_end - k_begin + BK - 1) / BK;
+    const T* a = args.a + matrix * args.batch_stride_a;
+    const T* b = args.b + matrix * args.batch_stride_b;
     for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
       const int64_t m0 = mt * BM;
       Acc acc[TM][TN];
@@ -166,8 +174,8 @@ __global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmAr
         for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
 
       if (k_tiles > 0) {
-        a_loader.load(a, args.lda, m0, 0, args.m, args.k, tid);
-        b_loader.load(b, args.ldb, n0, 0, args.n, args.k, tid);
+        a_loader.load(a, args.lda, m0, k_begin, args.m, k_end, tid);
+        b_loader.load(b, args.ldb, n0, k_begin, args.n, k_end, tid);
         a_loader.store(a_smem[0], tid);
         b_loader.store(b_smem[0], tid);
         __syncthreads();
@@ -176,8 +184,8 @@ __global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmAr
         const int cur = static_cast<int>(t & 1);
         const bool more = t + 1 < k_tiles;
         if (more) {
-          a_loader.load(a, args.lda, m0, (t + 1) * BK, args.m, args.k, tid);
-          b_loader.load(b, args.ldb, n0, (t + 1) * BK, args.n, args.k, tid);
+          a_loader.load(a, args.lda, m0, k_begin + (t + 1) * BK, args.m, k_end, tid);
+          b_loader.load(b, args.ldb, n0, k_begin + (t + 1) * BK, args.n, k_end, tid);
         }
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -201,7 +209,7 @@ __global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmAr
         __syncthreads();
       }
 
-      T* c = args.c + z * args.m * args.n;
+      Out* c = args.c + z * args.m * args.n;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const int64_t row = m0 + owned_index<Tile::kThreadsM>(i, ty);
@@ -209,10 +217,23 @@ __global__ void __launch_bounds__(Tile::kThreads) gemm_tiled_kernel(const GemmAr
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const int64_t col = n0 + owned_index<Tile::kThreadsN>(j, tx);
-          if (col < args.n) c[row * args.n + col] = from_acc<T>(acc[i][j]);
+          if (col < args.n) c[row * args.n + col] = from_acc<Out>(acc[i][j]);
         }
       }
     }
+  }
+}
+
+// Sums the K slices' partial products in the accumulator type and rounds once to T.
+template <typename T, typename Acc>
+__global__ void splitk_reduce_kernel(const Acc* partial, T* c, int64_t mn, int64_t splits,
+                                     int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Acc* slices = partial + (i / mn) * splits * mn + i % mn;
+    Acc sum = Acc(0);
+    for (int64_t s = 0; s < splits; ++s) sum += slices[s * mn];
+    c[i] = from_acc<T>(sum);
   }
 }
 

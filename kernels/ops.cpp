@@ -16,7 +16,10 @@ PyMODINIT_FUNC PyInit__C(void) {
 STABLE_TORCH_LIBRARY(tiledmm, m) {
   m.def("mm(Tensor a, Tensor b) -> Tensor");
   m.def("bmm(Tensor a, Tensor b) -> Tensor");
-  // bmm with the tile configuration forced (tile >= 0 indexes the dispatcher's table); lets tests
-  // and the sanitizer script reach every kernel variant at small shapes.
-  m.def("_bmm_with_tile(Tensor a, Tensor b, int tile) -> Tensor");
+  // bmm with the kernel configuration forced: tile >= 0 indexes the dispatcher's tile table,
+  // splits >= 1 slices K. Lets tests, the sanitizer script and the tile sweep reach every kernel
+  // variant at any shape.
+  m.def("_bmm_with_config(Tensor a, Tensor b, int tile, int splits) -> Tensor");
+  // What mm (2-D operands) or bmm (3-D) would run for these operands, and why (tiledmm.explain).
+  m.def("_explain(Tensor a, Tensor b) -> str");
 }

@@ -1,7 +1,7 @@
 """Runs every kernel variant once at small odd shapes, for compute-sanitizer.
 
-Variants: tile shape x dtype x operand layouts x load width (scalar at shapes that divide
-nothing, 16-byte at multiples of 8), batched with a broadcast (stride-0) operand too. Each result
+Variants: tile shape x K splits x dtype x operand layouts x load width (scalar at shapes that
+divide nothing, 16-byte at multiples of 8), batched with a broadcast (stride-0) operand too. Each result
 is checked against float64, so a variant that runs but computes garbage is caught here as well.
 """
 
@@ -26,18 +26,18 @@ def matrix(batch, rows, cols, transposed, dtype):
 def main():
     torch.manual_seed(0)
     runs = failures = 0
-    for tile, dtype, ta, tb, (batch, m, k, n) in itertools.product(
-        [0, 1], DTYPES, [False, True], [False, True], SHAPES
+    for tile, splits, dtype, ta, tb, (batch, m, k, n) in itertools.product(
+        range(4), [1, 2], DTYPES, [False, True], [False, True], SHAPES
     ):
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
-        out = torch.ops.tiledmm._bmm_with_tile(a, b, tile)
+        out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits)
         ref = torch.matmul(a.double(), b.double())
         err = ((out.double() - ref).norm() / ref.norm()).item()
         runs += 1
         if not err <= TOLERANCE[dtype]:
             failures += 1
-            print(f"FAIL tile={tile} {dtype} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
+            print(f"FAIL tile={tile} splits={splits} {dtype} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
     torch.cuda.synchronize()
     print(f"sanitize_cases: {runs} variant runs, {failures} wrong results")
     return 1 if failures else 0

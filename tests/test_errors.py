@@ -48,12 +48,12 @@ def test_bad_input(fn, make, pattern):
         (ops.mm, lambda: (r(2, 3), r(3, 4, dtype=torch.float64)), r"same dtype, got a: torch\.float32 and b: torch\.float64"),
         (ops.mm, lambda: (torch.ones(2, 3, dtype=torch.int32), torch.ones(3, 4, dtype=torch.int32)), r"unsupported dtype torch\.int32"),
         (ops.bmm, lambda: (r(2, 3), r(3, 4)), r"tiledmm\.bmm: expected 3-D tensors"),
-        (ops._bmm_with_tile, lambda: (r(2, 2, 3), r(1, 3, 4)), r"batch sizes differ"),
+        (ops._bmm_with_config, lambda: (r(2, 2, 3), r(1, 3, 4)), r"batch sizes differ"),
     ],
 )
 def test_operator_checks(op, make, pattern):
     a, b = make()
-    args = (a, b, 0) if op is ops._bmm_with_tile else (a, b)
+    args = (a, b, 0, 1) if op is ops._bmm_with_config else (a, b)
     with pytest.raises(RuntimeError, match=pattern):
         op(*args)
 
@@ -71,4 +71,4 @@ def test_mixed_cpu_and_cuda(fn):
 def test_tile_index_out_of_range():
     a, b = r(1, 4, 4, device="cuda"), r(1, 4, 4, device="cuda")
     with pytest.raises(RuntimeError, match=r"tile index 7 out of range"):
-        ops._bmm_with_tile(a, b, 7)
+        ops._bmm_with_config(a, b, 7, 1)

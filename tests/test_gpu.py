@@ -41,12 +41,30 @@ VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200)]
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("tile", [0, 1])
+@pytest.mark.parametrize("tile", [0, 1, 2, 3])
+@pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("m,k,n", VARIANT_SHAPES)
-def test_every_kernel_variant(tile, layout, dtype, m, k, n):
+def test_every_kernel_variant(tile, splits, layout, dtype, m, k, n):
     a, b = operands(m, k, n, layout, dtype, "cuda", batch=(3,))
-    out, _ = poisoned(lambda: ops._bmm_with_tile(a, b, tile), (3, m, n), dtype, "cuda")
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits), (3, m, n), dtype, "cuda")
     check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_split_k_is_chosen_and_accurate_for_long_k(dtype):
+    """A small output with a long K splits K; the slices are summed in the accumulator type."""
+    a, b = operands(200, 70001, 131, "tn", dtype, "cuda")
+    assert "split K" in tiledmm.explain(a, b)
+    out, _ = poisoned(lambda: tiledmm.mm(a, b), (200, 131), dtype, "cuda")
+    check_against_reference(out, a, b, strict=dtype in (torch.float32, torch.float64))
+
+
+def test_explain_names_the_kernel_and_reason():
+    a, b = operands(4096, 4096, 4096, "tn", torch.float32, "cuda")
+    text = tiledmm.explain(a, b)
+    assert "a: column-major" in text and "b: row-major" in text and "read in place" in text
+    assert "128x256x8" in text and "16-byte vectors" in text and "why: large output" in text
+    assert "one element at a time" in tiledmm.explain(*operands(4097, 33, 7, "nn", torch.float32, "cuda"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -30,6 +30,6 @@ def test_opcheck_half_types(device, dtype):
     torch.library.opcheck(ops.mm, (a, b))
 
 
-def test_opcheck_bmm_with_tile(device):
+def test_opcheck_bmm_with_config(device):
     a, b = operands(13, 9, 11, "nt", torch.float32, device, batch=(2,))
-    torch.library.opcheck(ops._bmm_with_tile, (a, b, 1))
+    torch.library.opcheck(ops._bmm_with_config, (a, b, 1, 2))

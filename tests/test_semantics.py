@@ -104,3 +104,13 @@ def test_output_is_fresh_and_contiguous(device):
     a, b = operands(9, 5, 11, "tt", torch.float32, device)
     out = tiledmm.mm(a, b)
     assert out.is_contiguous() and out.shape == (9, 11)
+
+
+def test_explain_describes_the_mapping(device):
+    text = tiledmm.explain(torch.randn(7, device=device), torch.randn(4, 7, device=device).T)
+    assert "input is 1-D" in text and "tiledmm.mm: batch 1, m 1, k 7, n 4" in text
+    assert "b: column-major, leading dimension 7" in text and "read in place" in text
+    text = tiledmm.explain(torch.randn(2, 1, 5, 7, device=device), torch.randn(3, 7, 4, device=device))
+    assert "one bmm over 6 products" in text and "input: its broadcast batch dimensions" in text
+    strided = torch.randn(20, 30, device=device)[::2, ::3]
+    assert "copied first" in tiledmm.explain(strided, torch.randn(10, 3, device=device))

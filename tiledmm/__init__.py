@@ -24,8 +24,8 @@ except ImportError as error:  # pragma: no cover - only without a built extensio
 from . import _registrations  # noqa: F401  fake kernels and autocast for the operators
 from . import nn
 from .autograd import BMM, MM
-from .functional import bmm, linear, matmul, mm
+from .functional import bmm, explain, linear, matmul, mm
 from .mode import enable
 
-__all__ = ["matmul", "mm", "bmm", "linear", "MM", "BMM", "nn", "enable"]
+__all__ = ["matmul", "mm", "bmm", "linear", "explain", "MM", "BMM", "nn", "enable"]
 __version__ = "0.1.0"

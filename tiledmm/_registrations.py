@@ -23,9 +23,9 @@ def _bmm_fake(a, b):
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
-@torch.library.register_fake("tiledmm::_bmm_with_tile")
-def _bmm_with_tile_fake(a, b, tile):
-    check_matrices("tiledmm._bmm_with_tile", a, b, rank=3)
+@torch.library.register_fake("tiledmm::_bmm_with_config")
+def _bmm_with_config_fake(a, b, tile, splits):
+    check_matrices("tiledmm._bmm_with_config", a, b, rank=3)
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
@@ -43,6 +43,6 @@ def _autocast_kernel(op, device_type):
 
 
 _autocast_lib = torch.library.Library("tiledmm", "IMPL")
-for _name in ("mm", "bmm", "_bmm_with_tile"):
+for _name in ("mm", "bmm", "_bmm_with_config"):
     for _device_type, _key in (("cuda", "AutocastCUDA"), ("cpu", "AutocastCPU")):
         _autocast_lib.impl(_name, _autocast_kernel(getattr(ops, _name), _device_type), _key)

@@ -69,7 +69,7 @@ class BMM(torch.autograd.Function):
 
 def _register(name, product):
     def backward(ctx, grad):
-        # Operators may take arguments after the two matrices (a tile index): no gradient.
+        # Operators may take arguments after the two matrices (a configuration): no gradient.
         return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
 
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=_setup_context)
@@ -77,4 +77,4 @@ def _register(name, product):
 
 _register("mm", ops.mm)
 _register("bmm", ops.bmm)
-_register("_bmm_with_tile", ops.bmm)
+_register("_bmm_with_config", ops.bmm)

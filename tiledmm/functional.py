@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -40,6 +41,54 @@ def _rows_foldable(x: torch.Tensor) -> bool:
     return True
 
 
+class _MatmulPlan(NamedTuple):
+    """How matmul maps its operands onto one mm or bmm call."""
+
+    batched: bool  # bmm on (a, b), else mm
+    a: torch.Tensor
+    b: torch.Tensor
+    out_shape: tuple
+    notes: list
+
+
+def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
+    check_pair("tiledmm.matmul", input, other)
+    if input.dim() == 0 or other.dim() == 0:
+        raise RuntimeError(
+            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
+    notes = []
+    a = input.unsqueeze(0) if input.dim() == 1 else input
+    b = other.unsqueeze(-1) if other.dim() == 1 else other
+    if input.dim() == 1:
+        notes.append("input is 1-D: a row vector, whose dimension is removed from the result")
+    if other.dim() == 1:
+        notes.append("other is 1-D: a column vector, whose dimension is removed from the result")
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(
+            f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
+            f"other of shape {list(other.shape)} ({a.shape[-1]} != {b.shape[-2]})"
+        )
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+
+    if b.dim() == 2 and _rows_foldable(a):
+        # The batch of a (if any) folds into its rows: one 2-D product, as torch.matmul does.
+        batch = a.shape[:-2]
+        if batch:
+            notes.append(f"the batch dimensions {list(batch)} of input fold into its rows: one mm")
+        plan = _MatmulPlan(False, a.reshape(math.prod(a.shape[:-1]), k), b, (), notes)
+    else:
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        count = math.prod(batch)
+        a3 = a.expand(*batch, m, k).reshape(count, m, k)  # a view unless batch dims cannot merge
+        b3 = b.expand(*batch, k, n).reshape(count, k, n)
+        notes.append(f"batch dimensions {list(batch)}: one bmm over {count} products")
+        plan = _MatmulPlan(True, a3, b3, (), notes)
+    out_shape = tuple(batch) + ((m,) if input.dim() > 1 else ()) + ((n,) if other.dim() > 1 else ())
+    return plan._replace(out_shape=out_shape)
+
+
 def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """Matrix product with the semantics of :func:`torch.matmul`.
 
@@ -52,36 +101,23 @@ def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     strides; a copy is made only for a matrix whose two last dimensions both have non-unit
     strides, or for broadcast batch dimensions that cannot be merged into one.
     """
-    check_pair("tiledmm.matmul", input, other)
-    if input.dim() == 0 or other.dim() == 0:
-        raise RuntimeError(
-            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
-            f"{list(input.shape)} and {list(other.shape)}"
-        )
-    a = input.unsqueeze(0) if input.dim() == 1 else input
-    b = other.unsqueeze(-1) if other.dim() == 1 else other
-    if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(
-            f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
-            f"other of shape {list(other.shape)} ({a.shape[-1]} != {b.shape[-2]})"
-        )
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    plan = _plan_matmul(input, other)
+    out = bmm(plan.a, plan.b) if plan.batched else mm(plan.a, plan.b)
+    return out.view(plan.out_shape)
 
-    if b.dim() == 2 and _rows_foldable(a):
-        # The batch of a (if any) folds into its rows: one 2-D product, as torch.matmul does.
-        out = mm(a.reshape(math.prod(a.shape[:-1]), k), b).view(*a.shape[:-1], n)
-    else:
-        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        count = math.prod(batch)
-        a3 = a.expand(*batch, m, k).reshape(count, m, k)  # a view unless batch dims cannot merge
-        b3 = b.expand(*batch, k, n).reshape(count, k, n)
-        out = bmm(a3, b3).view(*batch, m, n)
 
-    if input.dim() == 1:
-        out = out.squeeze(-2)
-    if other.dim() == 1:
-        out = out.squeeze(-1)
-    return out
+def explain(input: torch.Tensor, other: torch.Tensor) -> str:
+    """Says what ``tiledmm.matmul(input, other)`` would run, and why: how the operands map onto
+    mm or bmm, how each is read (layout, copies), the kernel, its tile configuration, load width,
+    K splitting and precision path. Runs nothing."""
+    plan = _plan_matmul(input, other)
+    lines = [f"tiledmm.matmul({list(input.shape)}, {list(other.shape)}) -> {list(plan.out_shape)}"]
+    lines += plan.notes
+    for name, x, view in (("input", input, plan.a), ("other", other, plan.b)):
+        if view.numel() and view.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            lines.append(f"{name}: its broadcast batch dimensions cannot merge into one: copied")
+    lines.append(torch.ops.tiledmm._explain(plan.a, plan.b))
+    return "\n".join(lines)
 
 
 def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
