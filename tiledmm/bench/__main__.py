@@ -1,8 +1,10 @@
 """python -m tiledmm.bench: tiledmm against torch.matmul on the same inputs, in the same process.
 
-Each row: CUDA-event time (median of --reps runs after warm-up), TFLOP/s, and the relative error
-||out - ref|| / ||ref|| against a float64 product of the same randn inputs. Writes
-bench/results/<device>-<date>.json and prints a table. Without a GPU it runs small CPU problems.
+For each problem and dtype, forward (C = A @ B) and forward+backward (also dA and dB): the time
+(CUDA events, median of --reps runs after warm-up, optionally with a cold L2), TFLOP/s, and the
+relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
+forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json and
+prints a table. Without a GPU it runs a small CPU comparison instead.
 """
 
 import argparse
@@ -10,17 +12,18 @@ import datetime
 import json
 import os
 import re
-import statistics
 import subprocess
-import time
+import sys
 
 import torch
 
 import tiledmm
 
 from .problems import CPU_PROBLEMS, PROBLEMS
+from .timing import L2Flush, median_ms, rel_err
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+IMPLS = {"torch": torch.matmul, "tiledmm": tiledmm.matmul}
 
 
 def operands(problem, dtype, device):
@@ -31,48 +34,87 @@ def operands(problem, dtype, device):
     return (a.T if problem.layout[0] == "t" else a), (b.T if problem.layout[1] == "t" else b)
 
 
-def median_ms(fn, device, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    if device != "cuda":
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def rel_err(out, ref):
-    return ((out.double() - ref).norm() / ref.norm()).item()
-
-
 def precision_of(dtype):
+    """The float32 precision both implementations run at: tiledmm's CUDA-core kernels are exact
+    float32 ('ieee'), which is what torch's default 'highest' means."""
     if dtype != torch.float32:
         return "n/a"
     return "highest" if torch.get_float32_matmul_precision() == "highest" else "tf32"
 
 
+def measure(problem, dtype, passes, device, args, flush):
+    """Rows for one problem and dtype: each pass, each implementation, on the same inputs."""
+    a, b = operands(problem, dtype, device)
+    a64, b64 = a.double(), b.double()
+    rows = []
+    for pass_ in passes:
+        if pass_ == "fwd":
+            refs = (torch.matmul(a64, b64),)
+            flops = 2.0 * problem.m * problem.k * problem.n
+        else:
+            grad = torch.randn(problem.m, problem.n, dtype=dtype, device=device)
+            grad64 = grad.double()
+            refs = (grad64 @ b64.T, a64.T @ grad64)
+            flops = 6.0 * problem.m * problem.k * problem.n
+            a.requires_grad_(True)
+            b.requires_grad_(True)
+        times = {}
+        for impl, fn in IMPLS.items():
+            if pass_ == "fwd":
+                run = lambda: fn(a, b)  # noqa: E731
+                errs = [rel_err(run(), refs[0])]
+            else:
+                run = lambda: torch.autograd.grad(fn(a, b), (a, b), grad)  # noqa: E731
+                errs = [rel_err(g, r) for g, r in zip(run(), refs)]
+            ms = median_ms(run, device, args.warmup, args.reps, flush)
+            times[impl] = ms
+            row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n, layout=problem.layout,
+                       dtype=str(dtype).removeprefix("torch."), precision=precision_of(dtype), impl=impl,
+                       ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{max(errs):.3e}"))
+            row["pass"] = pass_
+            if impl == "tiledmm":
+                row["speedup"] = round(times["torch"] / ms, 3)
+            rows.append(row)
+        a.requires_grad_(False)
+        b.requires_grad_(False)
+    return rows
+
+
+def table(rows):
+    lines = [f"{'problem':10s} {'dtype':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
+             f"{'TFLOP/s':>8s} {'err tiledmm':>12s} {'err torch':>10s}"]
+    for t in (r for r in rows if r["impl"] == "tiledmm"):
+        ref = next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in ("problem", "dtype", "pass")))
+        lines.append(f"{t['problem']:10s} {t['dtype']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
+                     f"{t['speedup']:7.2f}x {t['tflops']:8.2f} {t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
+    return "\n".join(lines)
+
+
 def commit():
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        here = os.path.dirname(os.path.abspath(__file__))
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-def run(args):
+def main():
+    parser = argparse.ArgumentParser(prog="python -m tiledmm.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", nargs="*", help=f"subset of: {' '.join(p.name for p in PROBLEMS)}")
+    parser.add_argument("--dtypes", nargs="*", default=["float32"], choices=list(DTYPES))
+    parser.add_argument("--passes", nargs="*", default=["fwd", "fwd+bwd"], choices=["fwd", "fwd+bwd"])
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="1 warm-up and 5 timed runs")
+    parser.add_argument("--cold-l2", action="store_true", help="evict the L2 before each timed run")
+    parser.add_argument("--out", default="bench/results", help="folder for the results JSON")
+    parser.add_argument("--commit", default=None, help="commit to record (default: git's HEAD)")
+    args = parser.parse_args()
+    if args.quick:
+        args.warmup, args.reps = 1, 5
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
     problems = PROBLEMS if device == "cuda" else CPU_PROBLEMS
     if device == "cpu":
@@ -80,58 +122,25 @@ def run(args):
               "plain loops for correctness, not speed).")
     if args.problems:
         problems = [p for p in problems if p.name in args.problems]
-    rows = []
-    for problem in problems:
-        for dtype_name in args.dtypes:
-            dtype = DTYPES[dtype_name]
-            a, b = operands(problem, dtype, device)
-            ref = torch.matmul(a.double(), b.double())
-            flops = 2.0 * problem.m * problem.k * problem.n
-            times = {}
-            for impl, fn in (("torch", torch.matmul), ("tiledmm", tiledmm.matmul)):
-                err = rel_err(fn(a, b), ref)
-                ms = median_ms(lambda: fn(a, b), device, args.warmup, args.reps)
-                times[impl] = ms
-                row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n,
-                           layout=problem.layout, dtype=dtype_name, precision=precision_of(dtype),
-                           impl=impl, ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2),
-                           rel_err=float(f"{err:.3e}"))
-                row["pass"] = "fwd"
-                if impl == "tiledmm":
-                    row["speedup"] = round(times["torch"] / ms, 3)
-                rows.append(row)
-                print(f"  {problem.name:9s} {dtype_name:8s} {impl:7s} {ms:9.3f} ms "
-                      f"{row['tflops']:7.1f} TFLOP/s  err {err:.2e}", flush=True)
-            del a, b, ref
-            if device == "cuda":
-                torch.cuda.empty_cache()
-    return device, rows
-
-
-def main():
-    parser = argparse.ArgumentParser(prog="python -m tiledmm.bench", description=__doc__)
-    parser.add_argument("--problems", nargs="*", help=f"subset of: {[p.name for p in PROBLEMS]}")
-    parser.add_argument("--dtypes", nargs="*", default=["float32"], choices=list(DTYPES))
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--out", default="bench/results", help="folder for the results JSON")
-    parser.add_argument("--commit", default=None, help="commit to record (default: git's HEAD)")
-    args = parser.parse_args()
+    flush = L2Flush(device) if args.cold_l2 and device == "cuda" else None
     torch.manual_seed(0)
-    device, rows = run(args)
+    rows, jobs = [], [(p, d) for p in problems for d in args.dtypes]
+    for i, (problem, dtype_name) in enumerate(jobs):
+        print(f"\r[{i + 1}/{len(jobs)}] {problem.name} {dtype_name} ...".ljust(60), end="", file=sys.stderr, flush=True)
+        rows += measure(problem, DTYPES[dtype_name], args.passes, device, args, flush)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    print(file=sys.stderr)
+
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(), "rows": rows}
+    result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(),
+              "date": datetime.date.today().isoformat(), "cold_l2": bool(flush), "reps": args.reps, "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    path = os.path.join(args.out, f"{slug}-{datetime.date.today().isoformat()}.json")
+    path = os.path.join(args.out, f"{slug}-{result['date']}.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"\n{'problem':10s} {'dtype':9s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
-          f"{'err tiledmm':>12s} {'err torch':>10s}")
-    for t in (r for r in rows if r["impl"] == "tiledmm"):
-        ref = next(r for r in rows if r["impl"] == "torch" and r["problem"] == t["problem"] and r["dtype"] == t["dtype"])
-        print(f"{t['problem']:10s} {t['dtype']:9s} {t['ms']:11.3f} {ref['ms']:9.3f} {t['speedup']:7.2f}x "
-              f"{t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
+    print(table(rows))
     print(f"\n{name}, torch {torch.__version__}: wrote {path}")
 
 

@@ -1,0 +1,91 @@
+"""Turns a benchmark results JSON into a Markdown table and a PNG chart.
+
+    python -m tiledmm.bench.report bench/results/<device>-<date>.json [--png chart.png]
+
+The chart: tiledmm's speed relative to torch.matmul per problem (left), and the TFLOP/s of both
+against the GPU's peak for that dtype (right). Needs matplotlib for the PNG.
+"""
+
+import argparse
+import json
+
+# Dense peaks of an H100/H200 SXM (datasheet, TFLOP/s), for the chart's reference lines.
+PEAK_TFLOPS = {"float32": 67.0, "float64": 67.0, "float16": 990.0, "bfloat16": 990.0}
+
+
+def pairs(result, pass_="fwd"):
+    """(tiledmm row, torch row) per problem and dtype, for one pass."""
+    rows = [r for r in result["rows"] if r["pass"] == pass_]
+    for t in (r for r in rows if r["impl"] == "tiledmm"):
+        yield t, next(r for r in rows if r["impl"] == "torch" and r["problem"] == t["problem"] and r["dtype"] == t["dtype"])
+
+
+def markdown(result):
+    lines = [
+        f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
+        f"{', cold L2' if result.get('cold_l2') else ''}:",
+        "",
+        "| problem | m, k, n | layout | dtype | pass | tiledmm ms | torch ms | speedup | tiledmm TFLOP/s | error tiledmm | error torch |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for pass_ in ("fwd", "fwd+bwd"):
+        for t, ref in pairs(result, pass_):
+            lines.append(
+                f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {pass_} | "
+                f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {t['tflops']:.1f} | "
+                f"{t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
+            )
+    return "\n".join(lines)
+
+
+def chart(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fwd = list(pairs(result, "fwd"))
+    dtypes = sorted({t["dtype"] for t, _ in fwd}, key=list(PEAK_TFLOPS).index)
+    problems = list(dict.fromkeys(t["problem"] for t, _ in fwd))
+    width = 0.8 / len(dtypes)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
+    for i, dtype in enumerate(dtypes):
+        by_problem = {t["problem"]: (t, ref) for t, ref in fwd if t["dtype"] == dtype}
+        xs = [j + i * width for j, p in enumerate(problems) if p in by_problem]
+        present = [p for p in problems if p in by_problem]
+        left.bar(xs, [by_problem[p][0]["speedup"] for p in present], width, label=dtype)
+        right.bar(xs, [by_problem[p][0]["tflops"] for p in present], width, label=f"tiledmm {dtype}")
+        right.scatter(xs, [by_problem[p][1]["tflops"] for p in present], marker="_", s=200, color="black",
+                      label="torch.matmul" if i == 0 else None, zorder=3)
+        right.axhline(PEAK_TFLOPS[dtype], linestyle=":", color=f"C{i}", label=f"{dtype} peak")
+    for axis in (left, right):
+        axis.set_xticks([j + width * (len(dtypes) - 1) / 2 for j in range(len(problems))], problems)
+    left.axhline(1.0, color="black", linewidth=0.8)
+    left.set_ylabel("speed relative to torch.matmul (higher is better)")
+    left.set_title("tiledmm / torch.matmul, forward")
+    left.legend()
+    right.set_yscale("log")
+    right.set_ylabel("TFLOP/s")
+    right.set_title("throughput against the GPU's peak")
+    right.legend(fontsize=8)
+    fig.suptitle(f"{result['device']}, torch {result['torch']}, commit {result['commit']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python -m tiledmm.bench.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results")
+    parser.add_argument("--png", help="write the chart here")
+    args = parser.parse_args()
+    with open(args.results) as f:
+        result = json.load(f)
+    print(markdown(result))
+    if args.png:
+        chart(result, args.png)
+        print(f"\nwrote {args.png}")
+
+
+if __name__ == "__main__":
+    main()
