@@ -43,6 +43,11 @@ struct TileTable<double> {
 };
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many slabs
+// Longest K one accumulator sums before its slice is added to the others: rounding error grows
+// with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
+// Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
+constexpr int64_t kMaxSliceK = 8192;
+constexpr int64_t kMaxAccuracyWorkspace = int64_t(256) << 20;
 
 template <typename F>
 void with_bool(bool value, F&& f) {
@@ -91,12 +96,18 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
     });
     return count;
   };
+  constexpr int64_t kVecWidth = 16 / sizeof(T);
   LaunchPlan plan{kMedium, 1, 0, false, ""};
+  plan.vec = vectorizable(p.a, p.a.row_major ? p.k : p.m, kVecWidth) &&
+             vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
   if (p.tile_override >= 0) {
     STD_TORCH_CHECK(p.tile_override < kNumTiles, "tiledmm: tile index ", p.tile_override,
                     " out of range [0, ", kNumTiles, ")");
     plan.tile = p.tile_override;
     plan.why = "forced by the caller";
+  } else if (!plan.vec && (p.k <= 256 || blocks(kLarge) >= 2 * num_sms)) {
+    plan.why = "element-wise loads: the large and short-K tiles run out of registers with them "
+               "(spills), the 128x128 tile does not";
   } else if (p.k <= 256) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): two blocks per SM overlap one block's loads and stores with "
@@ -114,12 +125,18 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
     const int64_t want = (2 * num_sms + blocks(kMedium) - 1) / blocks(kMedium);
     plan.splits = std::min(want, slabs / kMinSlabsPerSplit);
     if (plan.splits >= 2) {
-      plan.why = "small output, long K: K is split so that about two blocks per SM run, and a "
-                 "second kernel sums the slices in the accumulator type";
+      plan.why = "small output, long K: K is split so that about two blocks per SM run";
     } else {
       plan.tile = kSmall;
       plan.why = "small output, short K: 64x64 tiles for more blocks";
     }
+  }
+  const int64_t accuracy_splits = (p.k + kMaxSliceK - 1) / kMaxSliceK;
+  using Acc = typename Accumulator<T>::type;
+  if (p.tile_override < 0 && accuracy_splits > plan.splits &&
+      accuracy_splits * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace) {
+    plan.splits = accuracy_splits;
+    plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
   }
   if (p.splits_override >= 1) plan.splits = p.splits_override;
   plan.splits = std::max<int64_t>(plan.splits, 1);
@@ -129,10 +146,6 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
     plan.k_chunk = std::max<int64_t>(bk, (per_split + bk - 1) / bk * bk);
   });
   plan.splits = std::max<int64_t>(1, (p.k + plan.k_chunk - 1) / plan.k_chunk);  // no empty slice
-
-  constexpr int64_t kVecWidth = 16 / sizeof(T);
-  plan.vec = vectorizable(p.a, p.a.row_major ? p.k : p.m, kVecWidth) &&
-             vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
   return plan;
 }
 
@@ -209,7 +222,9 @@ std::string describe_gemm(const GemmProblem& p, int num_sms) {
   });
   if (plan.splits > 1)
     s << "split K: " << plan.splits << " slices of " << plan.k_chunk
-      << ", partial products summed in the accumulator type by a second kernel\n";
+      << ", partial products summed in the accumulator type by a second kernel (workspace "
+      << plan.splits * p.batch * p.m * p.n * int64_t(sizeof(typename Accumulator<T>::type))
+      << " bytes)\n";
   s << "why: " << plan.why << " (" << num_sms << " SMs)";
   return s.str();
 }
