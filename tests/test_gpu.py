@@ -56,7 +56,8 @@ def test_split_k_is_chosen_and_accurate_for_long_k(dtype):
     a, b = operands(200, 70001, 131, "tn", dtype, "cuda")
     assert "split K" in tiledmm.explain(a, b)
     out, _ = poisoned(lambda: tiledmm.mm(a, b), (200, 131), dtype, "cuda")
-    check_against_reference(out, a, b, strict=dtype in (torch.float32, torch.float64))
+    # float32 within 2x torch's error; float64's reference is torch's own float64 product.
+    check_against_reference(out, a, b, strict=dtype == torch.float32)
 
 
 def test_explain_names_the_kernel_and_reason():
@@ -77,7 +78,8 @@ def test_large_odd_shape_every_dtype(dtype):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_no_hidden_copies(layout):
     """Transposed operands are read through their strides: the op allocates its output only."""
-    a, b = operands(1000, 3000, 1200, layout, torch.float32, "cuda")
+    a, b = operands(2000, 3000, 2400, layout, torch.float32, "cuda")
+    assert "split K" not in tiledmm.explain(a, b)  # a split K would allocate a workspace
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
