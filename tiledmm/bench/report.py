@@ -67,7 +67,7 @@ def chart(result, path):
     right.set_yscale("log")
     right.set_ylabel("TFLOP/s")
     right.set_title("throughput against the GPU's peak")
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, loc="center right")
     fig.suptitle(f"{result['device']}, torch {result['torch']}, commit {result['commit']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
