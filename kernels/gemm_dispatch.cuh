@@ -105,9 +105,6 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
                     " out of range [0, ", kNumTiles, ")");
     plan.tile = p.tile_override;
     plan.why = "forced by the caller";
-  } else if (!plan.vec && (p.k <= 256 || blocks(kLarge) >= 2 * num_sms)) {
-    plan.why = "element-wise loads: the large and short-K tiles run out of registers with them "
-               "(spills), the 128x128 tile does not";
   } else if (p.k <= 256) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): two blocks per SM overlap one block's loads and stores with "

@@ -72,61 +72,66 @@ struct GemmArgs {
 // stores of k-contiguous operands over more banks.
 constexpr int kSmemPad = 4;
 
-// Moves a BK x BX slab of one operand (x indexes m for A, n for B) from global memory into
-// shared memory, stored k-major (smem[p][x]) for either source layout, in two steps: load()
-// into registers, store() into shared memory, so the loads of slab t+1 overlap the math on t.
+// Moves BK x BX slabs of one operand (x indexes m for A, n for B) from global memory into shared
+// memory, stored k-major (smem[p][x]) for either source layout, in two steps: load() into
+// registers, store() into shared memory, so the loads of slab t+1 overlap the math on slab t.
 // kAlongK: the operand's unit-stride dimension is k (row-major A, column-major B).
+// A thread's vectors sit at one unit-stride offset, kLineStep lines apart, so it keeps a single
+// running offset into global memory and needs no per-element address arithmetic.
 template <typename T, typename Acc, int BX, int BK, int kThreads, int kVec, bool kAlongK>
 struct SlabLoader {
   static constexpr int kContig = kAlongK ? BK : BX;  // slab extent along the unit stride
+  static constexpr int kLines = kAlongK ? BX : BK;   // slab extent along the other dimension
   static constexpr int kVecsPerLine = kContig / kVec;
-  static constexpr int kVecs = BX * BK / kVec;
-  static constexpr int kPerThread = (kVecs + kThreads - 1) / kThreads;
-  static constexpr bool kExact = kVecs % kThreads == 0;
+  static constexpr int kLineStep = kThreads / kVecsPerLine;
+  static constexpr int kPerThread = (kLines + kLineStep - 1) / kLineStep;
   static_assert(kContig % kVec == 0, "a vector must not straddle a slab line");
+  static_assert(kThreads % kVecsPerLine == 0, "threads must tile whole slab lines");
 
   struct alignas(sizeof(T) * kVec) Vec {
     T v[kVec];
   };
   Vec staged[kPerThread];
+  const T* base;
+  int64_t ld, offset;  // offset: this thread's first element of the next slab
+  int c, line;         // this thread's unit-stride offset and first line within a slab
 
-  __device__ __forceinline__ void position(int i, int tid, int& idx, int& x, int& p) const {
-    idx = tid + i * kThreads;
-    const int c = (idx % kVecsPerLine) * kVec, o = idx / kVecsPerLine;
-    x = kAlongK ? o : c;
-    p = kAlongK ? c : o;
+  // The operand's matrix at `base`; the first slab at (x0, p0).
+  __device__ __forceinline__ void start(const T* base_, int64_t ld_, int64_t x0, int64_t p0, int tid) {
+    base = base_;
+    ld = ld_;
+    c = (tid % kVecsPerLine) * kVec;
+    line = tid / kVecsPerLine;
+    offset = kAlongK ? (x0 + line) * ld + p0 + c : (p0 + line) * ld + x0 + c;
   }
 
-  // (x0, p0): the slab's origin in the matrix; (x_end, p_end): the matrix extent.
-  __device__ __forceinline__ void load(const T* base, int64_t ld, int64_t x0, int64_t p0,
-                                       int64_t x_end, int64_t p_end, int tid) {
+  // Loads the next slab; x_left and p_left: the matrix extent left from the slab's origin. With
+  // kVec > 1 the unit-stride extent is a multiple of kVec: a vector is all in or all out.
+  __device__ __forceinline__ void load(int64_t x_left, int64_t p_left) {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      int idx, x, p;
-      position(i, tid, idx, x, p);
-      const int64_t gx = x0 + x, gp = p0 + p;
-      // With kVec > 1 the unit-stride extent is a multiple of kVec: a vector is all in or all out.
-      if ((kExact || idx < kVecs) && gx < x_end && gp < p_end) {
-        const T* src = base + (kAlongK ? gx * ld + gp : gp * ld + gx);
-        staged[i] = *reinterpret_cast<const Vec*>(src);
+      const int l = line + i * kLineStep;
+      const int x = kAlongK ? l : c, p = kAlongK ? c : l;
+      if ((kLines % kLineStep == 0 || l < kLines) && x < x_left && p < p_left) {
+        staged[i] = *reinterpret_cast<const Vec*>(base + offset + i * kLineStep * ld);
       } else {
 #pragma unroll
         for (int v = 0; v < kVec; ++v) staged[i].v[v] = from_acc<T, Acc>(Acc(0));
       }
     }
+    offset += kAlongK ? BK : BK * ld;
   }
 
-  __device__ __forceinline__ void store(Acc (*smem)[BX + kSmemPad], int tid) const {
+  __device__ __forceinline__ void store(Acc (*smem)[BX + kSmemPad]) const {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      int idx, x, p;
-      position(i, tid, idx, x, p);
-      if (!kExact && idx >= kVecs) continue;
+      const int l = line + i * kLineStep;
+      if (kLines % kLineStep != 0 && l >= kLines) continue;
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
         const Acc value = to_acc<Acc>(staged[i].v[v]);
-        if (kAlongK) smem[p + v][x] = value;
-        else smem[p][x + v] = value;
+        if (kAlongK) smem[c + v][l] = value;
+        else smem[l][c + v] = value;
       }
     }
   }
@@ -173,19 +178,21 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
 
+      a_loader.start(a, args.lda, m0, k_begin, tid);
+      b_loader.start(b, args.ldb, n0, k_begin, tid);
       if (k_tiles > 0) {
-        a_loader.load(a, args.lda, m0, k_begin, args.m, k_end, tid);
-        b_loader.load(b, args.ldb, n0, k_begin, args.n, k_end, tid);
-        a_loader.store(a_smem[0], tid);
-        b_loader.store(b_smem[0], tid);
+        a_loader.load(args.m - m0, k_end - k_begin);
+        b_loader.load(args.n - n0, k_end - k_begin);
+        a_loader.store(a_smem[0]);
+        b_loader.store(b_smem[0]);
         __syncthreads();
       }
       for (int64_t t = 0; t < k_tiles; ++t) {
         const int cur = static_cast<int>(t & 1);
         const bool more = t + 1 < k_tiles;
         if (more) {
-          a_loader.load(a, args.lda, m0, k_begin + (t + 1) * BK, args.m, k_end, tid);
-          b_loader.load(b, args.ldb, n0, k_begin + (t + 1) * BK, args.n, k_end, tid);
+          a_loader.load(args.m - m0, k_end - k_begin - (t + 1) * BK);
+          b_loader.load(args.n - n0, k_end - k_begin - (t + 1) * BK);
         }
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -203,8 +210,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         }
         // The buffer written here was last read before the previous iteration's barrier.
         if (more) {
-          a_loader.store(a_smem[cur ^ 1], tid);
-          b_loader.store(b_smem[cur ^ 1], tid);
+          a_loader.store(a_smem[cur ^ 1]);
+          b_loader.store(b_smem[cur ^ 1]);
         }
         __syncthreads();
       }
