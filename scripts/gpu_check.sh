@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tiledmm's GPU checks, run on a machine with a GPU from a checkout plus a prebuilt wheel:
 #   scripts/gpu_check.sh [WHEEL] [LOG_DIR]
-# Installs the wheel into a private folder, runs the test suite (GPU tests included), runs
-# compute-sanitizer memcheck and racecheck over every kernel variant at small odd shapes, and
+# Installs the wheel into a private folder, runs the test suite (GPU tests included; 500 property
+# cases per property test unless TILEDMM_PROPERTY_EXAMPLES says otherwise), runs compute-sanitizer
+# memcheck, racecheck, initcheck and synccheck over every kernel variant at small odd shapes, and
 # prints a summary. Exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +18,12 @@ export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 # From / so that the source folder tiledmm/ (no compiled module) cannot shadow the wheel.
 (cd / && python3 -c 'import torch, tiledmm; print("tiledmm", tiledmm.__version__, "from", tiledmm.__file__, "| torch", torch.__version__, "|", torch.cuda.get_device_name())') | tee "$logs/environment.txt" || exit 2
 
-pytest tests -q -rs -p no:cacheprovider -s 2>&1 | tee "$logs/pytest.log" | grep -vE '^\s*$' | tail -n 40
+TILEDMM_PROPERTY_EXAMPLES=${TILEDMM_PROPERTY_EXAMPLES:-500} pytest tests -q -rs -p no:cacheprovider -s 2>&1 | tee "$logs/pytest.log" | grep -vE '^\s*$' | tail -n 40
 tests_rc=${PIPESTATUS[0]}
 
 sanitizer_rc=0
 : > "$logs/sanitizer-summary.txt"
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck initcheck synccheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
         python3 scripts/sanitize_cases.py > "$logs/sanitizer-$tool.log" 2>&1
     rc=$?
