@@ -14,7 +14,6 @@ namespace tiledmm {
 namespace {
 
 using torch::headeronly::ScalarType;
-using torch::stable::Tensor;
 
 template <typename T>
 T element(const MatrixOperand& x, int64_t batch, int64_t row, int64_t col) {
@@ -57,30 +56,10 @@ std::string describe_cpu(const GemmProblem& p) {
 
 constexpr GemmBackend kCpu{gemm_cpu, describe_cpu};
 
-Tensor mm_cpu(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.mm", a, b, 2, {}, kCpu);
-}
-
-Tensor bmm_cpu(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.bmm", a, b, 3, {}, kCpu);
-}
-
-// The CPU backend has one variant: the configuration is accepted and ignored.
-Tensor bmm_with_config_cpu(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
-  return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kCpu);
-}
-
-std::string explain_cpu(const Tensor& a, const Tensor& b) {
-  return explain_gemm(a.dim() == 3 ? "tiledmm.bmm" : "tiledmm.mm", a, b, a.dim() == 3 ? 3 : 2, kCpu);
-}
-
 }  // namespace
 
 STABLE_TORCH_LIBRARY_IMPL(tiledmm, CPU, m) {
-  m.impl("mm", TORCH_BOX(&mm_cpu));
-  m.impl("bmm", TORCH_BOX(&bmm_cpu));
-  m.impl("_bmm_with_config", TORCH_BOX(&bmm_with_config_cpu));
-  m.impl("_explain", TORCH_BOX(&explain_cpu));
+  register_gemm_ops<kCpu>(m);
 }
 
 }  // namespace tiledmm

@@ -25,7 +25,6 @@ std::string describe_gemm(const GemmProblem& p, int num_sms);
 namespace {
 
 using torch::headeronly::ScalarType;
-using torch::stable::Tensor;
 
 int multiprocessors(int32_t device_index) {
   int count = 0;
@@ -64,29 +63,10 @@ std::string describe_cuda(const GemmProblem& p) {
 
 constexpr GemmBackend kCuda{gemm_cuda, describe_cuda};
 
-Tensor mm_cuda(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.mm", a, b, 2, {}, kCuda);
-}
-
-Tensor bmm_cuda(const Tensor& a, const Tensor& b) {
-  return run_gemm("tiledmm.bmm", a, b, 3, {}, kCuda);
-}
-
-Tensor bmm_with_config_cuda(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
-  return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kCuda);
-}
-
-std::string explain_cuda(const Tensor& a, const Tensor& b) {
-  return explain_gemm(a.dim() == 3 ? "tiledmm.bmm" : "tiledmm.mm", a, b, a.dim() == 3 ? 3 : 2, kCuda);
-}
-
 }  // namespace
 
 STABLE_TORCH_LIBRARY_IMPL(tiledmm, CUDA, m) {
-  m.impl("mm", TORCH_BOX(&mm_cuda));
-  m.impl("bmm", TORCH_BOX(&bmm_cuda));
-  m.impl("_bmm_with_config", TORCH_BOX(&bmm_with_config_cuda));
-  m.impl("_explain", TORCH_BOX(&explain_cuda));
+  register_gemm_ops<kCuda>(m);
 }
 
 }  // namespace tiledmm

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include "gemm_problem.h"
@@ -31,5 +32,34 @@ torch::stable::Tensor run_gemm(const char* op, const torch::stable::Tensor& a,
 // What run_gemm would do with these operands, without running it.
 std::string explain_gemm(const char* op, const torch::stable::Tensor& a,
                          const torch::stable::Tensor& b, int64_t rank, const GemmBackend& backend);
+
+// Registers the operators (ops.cpp declares them) for one backend:
+//   STABLE_TORCH_LIBRARY_IMPL(tiledmm, CPU, m) { register_gemm_ops<kCpu>(m); }
+template <const GemmBackend& kBackend>
+struct GemmOps {
+  using Tensor = torch::stable::Tensor;
+  static Tensor mm(const Tensor& a, const Tensor& b) {
+    return run_gemm("tiledmm.mm", a, b, 2, {}, kBackend);
+  }
+  static Tensor bmm(const Tensor& a, const Tensor& b) {
+    return run_gemm("tiledmm.bmm", a, b, 3, {}, kBackend);
+  }
+  static Tensor bmm_with_config(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
+    return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kBackend);
+  }
+  static std::string explain(const Tensor& a, const Tensor& b) {
+    const bool batched = a.dim() == 3;
+    return explain_gemm(batched ? "tiledmm.bmm" : "tiledmm.mm", a, b, batched ? 3 : 2, kBackend);
+  }
+};
+
+template <const GemmBackend& kBackend, typename Library>
+void register_gemm_ops(Library& m) {
+  using Ops = GemmOps<kBackend>;
+  m.impl("mm", TORCH_BOX(&Ops::mm));
+  m.impl("bmm", TORCH_BOX(&Ops::bmm));
+  m.impl("_bmm_with_config", TORCH_BOX(&Ops::bmm_with_config));
+  m.impl("_explain", TORCH_BOX(&Ops::explain));
+}
 
 }  // namespace tiledmm

@@ -6,26 +6,12 @@ choosing tile shapes.
 """
 
 import argparse
-import statistics
 
 import torch
 
 import tiledmm  # noqa: F401
 from tiledmm.bench.problems import PROBLEMS
-
-
-def median_ms(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+from tiledmm.bench.timing import median_ms
 
 
 def main():
@@ -39,7 +25,7 @@ def main():
         b = torch.randn(problem.n, problem.k, device="cuda").T if problem.layout[1] == "t" else torch.randn(problem.k, problem.n, device="cuda")
         ref = torch.matmul(a.double(), b.double())
         flops = 2.0 * problem.m * problem.n * problem.k
-        torch_ms = median_ms(lambda: torch.matmul(a, b), args.reps)
+        torch_ms = median_ms(lambda: torch.matmul(a, b), "cuda", 1, args.reps)
         print(f"{problem.name}: torch {torch_ms:.3f} ms ({flops / torch_ms / 1e9:.1f} TFLOP/s)")
         tile = 0
         while True:
@@ -48,7 +34,7 @@ def main():
             except RuntimeError:
                 break
             err = ((out.double() - ref).norm() / ref.norm()).item()
-            ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0), args.reps)
+            ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0), "cuda", 1, args.reps)
             print(f"  tile {tile}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  {torch_ms / ms:5.2f}x torch  err {err:.2e}", flush=True)
             tile += 1
         del a, b, ref, out

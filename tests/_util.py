@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 LAYOUTS = ["nn", "tn", "nt", "tt"]  # t: that operand is a transposed (column-major) view
@@ -76,3 +77,15 @@ def poisoned(fn, shape, dtype, device):
     del junk
     out = fn()
     return out, out.numel() > 0 and out.data_ptr() == address
+
+
+class OpLog(TorchDispatchMode):
+    """Records the name of every operator that runs inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))

@@ -4,10 +4,9 @@ differences (gradcheck) and for double backward (gradgradcheck), on CPU and GPU.
 import pytest
 import torch
 from torch.autograd import gradcheck, gradgradcheck
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import tiledmm
-from _util import LAYOUTS, operands
+from _util import LAYOUTS, OpLog, operands
 
 ops = torch.ops.tiledmm
 
@@ -54,23 +53,13 @@ def test_gradients_match_torch(device):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
 
 
-class _OpLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("needs", ["a", "b", "both"])
 def test_backward_uses_tiledmm_only_for_needed_gradients(device, needs):
     a, b = operands(9, 7, 5, "tn", torch.float32, device)
     a.requires_grad_(needs in ("a", "both"))
     b.requires_grad_(needs in ("b", "both"))
     out = tiledmm.mm(a, b)
-    with _OpLog() as log:
+    with OpLog() as log:
         out.backward(torch.randn_like(out))
     products = [op for op in log.ops if "mm" in op]
     assert products == ["tiledmm.mm.default"] * (2 if needs == "both" else 1), log.ops

@@ -2,19 +2,9 @@
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import tiledmm
-
-
-class _OpLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
+from _util import OpLog
 
 
 class _Block(torch.nn.Module):
@@ -61,7 +51,7 @@ def test_linear_is_a_drop_in(device, bias):
         assert torch.equal(p, q)  # same initialisation from the same seed
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(3, 5, 24, device=device, requires_grad=True)
-    with _OpLog() as log:
+    with OpLog() as log:
         y = ours(x)
     assert "tiledmm.mm.default" in log.ops and "aten.mm.default" not in log.ops
     assert not any("copy" in op or "clone" in op for op in log.ops), log.ops
@@ -83,12 +73,12 @@ def test_enable_routes_products_to_tiledmm(device):
     ]
     for call in calls:
         expected = call()
-        with tiledmm.enable(), _OpLog() as log:
+        with tiledmm.enable(), OpLog() as log:
             got = call()
         assert any(op.startswith("tiledmm.") for op in log.ops), log.ops
         assert not any(op in ("aten.mm.default", "aten.bmm.default", "aten.addmm.default") for op in log.ops), log.ops
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    with _OpLog() as log:
+    with OpLog() as log:
         x @ w.T  # outside the context nothing changes
     assert not any(op.startswith("tiledmm.") for op in log.ops)
 
@@ -99,7 +89,7 @@ def test_enable_falls_through_for_what_tiledmm_cannot_serve(device):
     j = torch.randn(3, 2, dtype=torch.complex64, device=device)
     out = torch.empty(4, 2, device=device)
     x, y = torch.randn(4, 3, device=device), torch.randn(3, 2, device=device)
-    with tiledmm.enable(), _OpLog() as log:
+    with tiledmm.enable(), OpLog() as log:
         assert torch.equal(i @ j, torch.matmul(i, j))
         torch.matmul(x, y, out=out)  # out=: torch
     assert not any(op.startswith("tiledmm.") for op in log.ops), log.ops

@@ -39,32 +39,27 @@ def _gradients(product, ctx, grad):
     return grad_a, grad_b
 
 
-class MM(torch.autograd.Function):
-    """C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b)``."""
+def _product_function(name, product, doc):
+    """A torch.autograd.Function computing product(a, b) forward and its gradients backward."""
 
-    @staticmethod
-    def forward(a, b):
-        return ops.mm(a, b)
+    class Product(torch.autograd.Function):
+        @staticmethod
+        def forward(a, b):
+            return product(a, b)
 
-    setup_context = staticmethod(_setup_context)
+        setup_context = staticmethod(_setup_context)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _gradients(ops.mm, ctx, grad)
+        @staticmethod
+        def backward(ctx, grad):
+            return _gradients(product, ctx, grad)
+
+    Product.__name__ = Product.__qualname__ = name
+    Product.__doc__ = doc
+    return Product
 
 
-class BMM(torch.autograd.Function):
-    """C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b)``."""
-
-    @staticmethod
-    def forward(a, b):
-        return ops.bmm(a, b)
-
-    setup_context = staticmethod(_setup_context)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _gradients(ops.bmm, ctx, grad)
+MM = _product_function("MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b)``.")
+BMM = _product_function("BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b)``.")
 
 
 def _register(name, product):
