@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -49,10 +48,6 @@ __device__ __forceinline__ void load4(const double* p, double* out) {
 }
 
 // kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
-// Four consecutive float outputs in one 16-byte store; dst must be 16-byte aligned.
-__device__ __forceinline__ void store4(float* dst, const float* v) {
-  *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-}
 template <int BM_, int BN_, int BK_, int TM_, int TN_, int kMinBlocks_ = 1>
 struct TileShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
@@ -221,28 +216,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         __syncthreads();
       }
 
-      // A thread's columns come in groups of 4 starting at multiples of 4: with n a multiple of 4
-      // each group is one aligned 16-byte store (c is a fresh allocation). float32 only: with the
-      // other dtypes it costs registers (float64 and the 16-bit types' split-K variants spilled).
       Out* c = args.c + z * args.m * args.n;
-      const bool vector_rows = args.n % 4 == 0;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const int64_t row = m0 + owned_index<Tile::kThreadsM>(i, ty);
         if (row >= args.m) continue;
 #pragma unroll
-        for (int j = 0; j < TN; j += 4) {
+        for (int j = 0; j < TN; ++j) {
           const int64_t col = n0 + owned_index<Tile::kThreadsN>(j, tx);
-          Out* dst = c + row * args.n + col;
-          if constexpr (std::is_same_v<T, float>) {
-            if (vector_rows && col < args.n) {
-              store4(dst, &acc[i][j]);
-              continue;
-            }
-          }
-#pragma unroll
-          for (int v = 0; v < 4; ++v)
-            if (col + v < args.n) dst[v] = from_acc<Out>(acc[i][j + v]);
+          if (col < args.n) c[row * args.n + col] = from_acc<Out>(acc[i][j]);
         }
       }
     }
