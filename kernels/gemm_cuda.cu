@@ -1,5 +1,5 @@
 // The CUDA backend: guards the device, takes the current stream and hands the problem to the
-// dispatcher of its dtype.
+// dispatcher (gemm_dispatch.cuh).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -12,15 +12,10 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/macros.h>
 
+#include "gemm_dispatch.cuh"
 #include "gemm_plan.h"
 
 namespace tiledmm {
-
-// Defined (and explicitly instantiated per dtype) in gemm_dispatch.cuh / gemm_cuda_<dtype>.cu.
-template <typename T>
-void launch_gemm(const GemmProblem& p, cudaStream_t stream, int num_sms);
-template <typename T>
-std::string describe_gemm(const GemmProblem& p, int num_sms);
 
 namespace {
 
@@ -50,14 +45,20 @@ void gemm_cuda(const GemmProblem& p) {
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
   const int num_sms = multiprocessors(p.device_index);
   with_device_type(p.dtype, [&](auto* type) {
-    launch_gemm<std::remove_pointer_t<decltype(type)>>(p, static_cast<cudaStream_t>(stream), num_sms);
+    with_family<std::remove_pointer_t<decltype(type)>>(p, [&](auto family, const auto&) {
+      run_family<decltype(family)>(p, static_cast<cudaStream_t>(stream), num_sms);
+    });
   });
 }
 
 std::string describe_cuda(const GemmProblem& p) {
   const int num_sms = multiprocessors(p.device_index);
   return with_device_type(p.dtype, [&](auto* type) {
-    return describe_gemm<std::remove_pointer_t<decltype(type)>>(p, num_sms);
+    std::string text;
+    with_family<std::remove_pointer_t<decltype(type)>>(p, [&](auto family, const auto& why) {
+      text = "path: " + std::string(why) + "\n" + describe_family<decltype(family)>(p, num_sms);
+    });
+    return text;
   });
 }
 

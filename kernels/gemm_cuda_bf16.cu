@@ -1,4 +1,6 @@
+// The kernels of one path, bfloat16 tensor cores: compiled in a file of their own so that paths build in parallel.
 #include "gemm_dispatch.cuh"
 
-template void tiledmm::launch_gemm<__nv_bfloat16>(const tiledmm::GemmProblem&, cudaStream_t, int);
-template std::string tiledmm::describe_gemm<__nv_bfloat16>(const tiledmm::GemmProblem&, int);
+namespace tiledmm {
+TILEDMM_FAMILY_TEMPLATES(, MmaFamily<HalfMath<__nv_bfloat16>>)
+}  // namespace tiledmm

@@ -1,4 +1,6 @@
+// The kernels of one path, exact float32 (CUDA cores): compiled in a file of their own so that paths build in parallel.
 #include "gemm_dispatch.cuh"
 
-template void tiledmm::launch_gemm<float>(const tiledmm::GemmProblem&, cudaStream_t, int);
-template std::string tiledmm::describe_gemm<float>(const tiledmm::GemmProblem&, int);
+namespace tiledmm {
+TILEDMM_FAMILY_TEMPLATES(, ExactFloatFamily)
+}  // namespace tiledmm

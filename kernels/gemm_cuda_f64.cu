@@ -1,4 +1,6 @@
+// The kernels of one path, float64 tensor cores: compiled in a file of their own so that paths build in parallel.
 #include "gemm_dispatch.cuh"
 
-template void tiledmm::launch_gemm<double>(const tiledmm::GemmProblem&, cudaStream_t, int);
-template std::string tiledmm::describe_gemm<double>(const tiledmm::GemmProblem&, int);
+namespace tiledmm {
+TILEDMM_FAMILY_TEMPLATES(, MmaFamily<DoubleMath>)
+}  // namespace tiledmm

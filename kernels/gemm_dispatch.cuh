@@ -1,8 +1,11 @@
-// The one place that chooses a kernel for a problem (tile shape, K splits, load width, operand
-// layouts), launches it, and says what it chose and why (tiledmm.explain). Instantiated once per
-// dtype (gemm_cuda_<dtype>.cu) so that the dtypes compile in parallel.
+// The one place that chooses a kernel for a problem: the path (which arithmetic: exact CUDA-core
+// float32, 3xTF32, TF32, 16-bit or float64 tensor cores, from the dtype and the precision
+// argument), the tile shape, K splits, load width and operand layouts; launches it, and says what
+// it chose and why (tiledmm.explain). Each path is a kernel family, instantiated in its own file
+// (gemm_cuda_<path>.cu) so that they compile in parallel.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -16,33 +19,121 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/util/Exception.h>
 
+#include "gemm_mma.cuh"
 #include "gemm_problem.h"
 #include "gemm_tiled.cuh"
+#include "mma_math.cuh"
 
 namespace tiledmm {
 
-// Tile shapes per accumulator type, by role. Chosen from a sweep on an H200 (bench/NOTES.md).
+// Tile tables are indexed by role; each family fills every role.
 enum TileRole : int {
-  kLarge = 0,   // outputs that fill the GPU twice over with 128 x 256 tiles: the most reuse
-  kMedium = 1,  // 128 x 128: fewer, smaller blocks; also the tile of split-K
-  kShortK = 2,  // K <= 256: two blocks per SM, so one block's loads and stores overlap another's math
+  kLarge = 0,   // outputs that fill the GPU twice over with the large tile: the most reuse
+  kMedium = 1,  // fewer, smaller blocks; also the tile of split-K
+  kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
 };
-template <typename Acc>
-struct TileTable;
-template <>
-struct TileTable<float> {
+
+// Exact float32 on the CUDA cores (gemm_tiled). Tiles from a sweep on an H200 (bench/NOTES.md).
+struct ExactFloatFamily {
+  using T = float;
+  using Acc = float;
   using Tiles = std::tuple<TileShape<128, 256, 8, 8, 16>, TileShape<128, 128, 16, 8, 8>,
                            TileShape<128, 64, 16, 8, 8, 2>, TileShape<64, 64, 16, 4, 4>>;
-};
-// float64: shallower slabs, so that two shared-memory stages stay within 48 KiB.
-template <>
-struct TileTable<double> {
-  using Tiles = std::tuple<TileShape<128, 128, 8, 8, 8>, TileShape<128, 128, 8, 8, 8>,
-                           TileShape<128, 64, 8, 8, 8, 2>, TileShape<64, 64, 8, 4, 4>>;
+  using FallbackTiles = Tiles;
+  static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
+
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+    gemm_tiled_kernel<T, Out, Tile, kVec ? 4 : 1, kARowMajor, kBRowMajor>
+        <<<grid, Tile::kThreads, 0, stream>>>(args);
+  }
+  template <class Tile>
+  static void describe(std::ostream& s) {
+    s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), " << Tile::TM
+      << "x" << Tile::TN << " outputs per thread, " << Tile::kThreads << " threads, "
+      << Tile::kMinBlocks << " block(s) per SM, two register-staged shared-memory buffers";
+  }
+  static const char* load_text(bool vec) {
+    return vec ? "16-byte vectors" : "one element at a time";
+  }
 };
 
-constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many slabs
+// Tensor cores (gemm_mma), for one precision path. Every stage line is 128 bytes along k
+// (BK * sizeof(T) = 128), so BK is 32 for 32-bit types, 64 for 16-bit, 16 for float64.
+// FallbackTiles serve operands without 16-byte alignment; 16-bit ones stage their loads through
+// registers, which the 128 x 256 tile cannot spare.
+template <class Math>
+struct MmaTileTable;
+template <typename Half>
+struct MmaTileTable<HalfMath<Half>> {
+  using Tiles = std::tuple<MmaTile<128, 256, 64, 2, 4, 3>, MmaTile<128, 128, 64, 2, 4, 3>,
+                           MmaTile<128, 128, 64, 2, 4, 2>, MmaTile<64, 64, 64, 2, 2, 3>>;
+  using FallbackTiles = std::tuple<MmaTile<128, 128, 64, 2, 4, 3>, MmaTile<128, 128, 64, 2, 4, 3>,
+                                   MmaTile<128, 128, 64, 2, 4, 2>, MmaTile<64, 64, 64, 2, 2, 3>>;
+};
+template <>
+struct MmaTileTable<Tf32Math> {
+  using Tiles = std::tuple<MmaTile<128, 256, 32, 2, 4, 3>, MmaTile<128, 128, 32, 2, 4, 3>,
+                           MmaTile<128, 128, 32, 2, 4, 2>, MmaTile<64, 64, 32, 2, 2, 3>>;
+  using FallbackTiles = Tiles;
+};
+// 3xTF32 keeps two accumulators (the result and the k-tile's partial product) and split
+// fragments, so its warps take 64 x 32 tiles.
+template <>
+struct MmaTileTable<Split3xTf32Math> {
+  using Tiles = std::tuple<MmaTile<128, 128, 32, 2, 4, 3>, MmaTile<128, 128, 32, 2, 4, 3>,
+                           MmaTile<128, 128, 32, 2, 4, 2>, MmaTile<64, 64, 32, 2, 2, 3>>;
+  using FallbackTiles = Tiles;
+};
+template <>
+struct MmaTileTable<DoubleMath> {
+  using Tiles = std::tuple<MmaTile<128, 128, 16, 4, 2, 3>, MmaTile<128, 64, 16, 4, 2, 3>,
+                           MmaTile<128, 64, 16, 4, 2, 2>, MmaTile<64, 64, 16, 2, 2, 3>>;
+  using FallbackTiles = Tiles;
+};
+
+template <class Math>
+struct MmaFamily {
+  using T = typename Math::T;
+  using Acc = typename Math::Acc;
+  using Tiles = typename MmaTileTable<Math>::Tiles;
+  using FallbackTiles = typename MmaTileTable<Math>::FallbackTiles;
+  static constexpr const char* kName = Math::kName;
+  // Without 16-byte alignment: element-wise cp.async, or for 16-bit types register-staged loads.
+  static constexpr LoadMode kFallback = sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
+
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+    constexpr LoadMode kMode = kVec ? LoadMode::kVector : kFallback;
+    constexpr auto kernel = gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>;
+    constexpr int kSmem = mma_smem_bytes<T, Tile>();
+    // Above 48 KiB a kernel must opt in to dynamic shared memory, once per device.
+    static std::atomic<uint64_t> opted_in{0};
+    int device = 0;
+    STD_CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = uint64_t(1) << (device % 64);
+    if (kSmem > 48 * 1024 && !(opted_in.load() & bit)) {
+      STD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      opted_in.fetch_or(bit);
+    }
+    kernel<<<grid, Tile::kThreads, kSmem, stream>>>(args);
+  }
+  template <class Tile>
+  static void describe(std::ostream& s) {
+    s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
+      << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", "
+      << Tile::kStages << "-stage cp.async pipeline (" << mma_smem_bytes<T, Tile>() / 1024
+      << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
+  }
+  static const char* load_text(bool vec) {
+    if (vec) return "16-byte cp.async";
+    return sizeof(T) == 2 ? "element loads staged through registers (no 16-byte alignment)"
+                          : "element-wise cp.async (no 16-byte alignment)";
+  }
+};
+
+constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
 // Longest K one accumulator sums before its slice is added to the others: rounding error grows
 // with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
 // Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
@@ -70,6 +161,14 @@ void with_tile(int index, F&& f) {
       index, [&](auto i) { f(std::tuple_element_t<decltype(i)::value, Tiles>{}); });
 }
 
+// Calls f(vec as a std::bool_constant, Tiles{}) with the family's tile table for 16-byte loads
+// (vec) or for the fallback.
+template <class Family, typename F>
+void with_table(bool vec, F&& f) {
+  if (vec) f(std::true_type{}, typename Family::Tiles{});
+  else f(std::false_type{}, typename Family::FallbackTiles{});
+}
+
 // 16-byte loads need 16-byte-aligned data, leading dimension, batch stride, and a unit-stride
 // extent that is a whole number of vectors.
 inline bool vectorizable(const MatrixOperand& x, int64_t unit_stride_extent, int64_t vec) {
@@ -84,106 +183,104 @@ struct LaunchPlan {
   std::string why;
 };
 
-template <typename T>
+template <class Family>
 LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
-  using Tiles = typename TileTable<typename Accumulator<T>::type>::Tiles;
-  constexpr int kNumTiles = static_cast<int>(std::tuple_size_v<Tiles>);
-  auto blocks = [&](int tile) {
-    int64_t count = 0;
-    with_tile<Tiles>(tile, [&](auto shape) {
-      using S = decltype(shape);
-      count = ((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN) * p.batch;
-    });
-    return count;
-  };
+  using T = typename Family::T;
   constexpr int64_t kVecWidth = 16 / sizeof(T);
-  LaunchPlan plan{kMedium, 1, 0, false, ""};
-  plan.vec = vectorizable(p.a, p.a.row_major ? p.k : p.m, kVecWidth) &&
-             vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
+  const bool vec = vectorizable(p.a, p.a.row_major ? p.k : p.m, kVecWidth) &&
+                   vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
+  int num_tiles = 0;
+  with_table<Family>(vec, [&](auto, auto tiles) { num_tiles = std::tuple_size_v<decltype(tiles)>; });
+  auto shape = [&](int tile) {
+    int64_t bm = 0, bn = 0, bk = 0;
+    with_table<Family>(vec, [&](auto, auto tiles) {
+      with_tile<decltype(tiles)>(tile, [&](auto s) {
+        using S = decltype(s);
+        bm = S::BM, bn = S::BN, bk = S::BK;
+      });
+    });
+    return std::tuple{bm, bn, bk};
+  };
+  auto blocks = [&](int tile) {
+    const auto [bm, bn, bk] = shape(tile);
+    return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
+  };
+  LaunchPlan plan{kMedium, 1, 0, vec, ""};
   if (p.tile_override >= 0) {
-    STD_TORCH_CHECK(p.tile_override < kNumTiles, "tiledmm: tile index ", p.tile_override,
-                    " out of range [0, ", kNumTiles, ")");
+    STD_TORCH_CHECK(p.tile_override < num_tiles, "tiledmm: tile index ", p.tile_override,
+                    " out of range [0, ", num_tiles, ")");
     plan.tile = p.tile_override;
     plan.why = "forced by the caller";
   } else if (p.k <= 256) {
     plan.tile = kShortK;
-    plan.why = "short K (<= 256): two blocks per SM overlap one block's loads and stores with "
+    plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
                "another's arithmetic";
   } else if (blocks(kLarge) >= 2 * num_sms) {
     plan.tile = kLarge;
-    plan.why = "large output: 128x256 tiles fill every SM at least twice and reuse each load most";
+    plan.why = "large output: the large tile fills every SM at least twice and reuses each load most";
   } else if (blocks(kMedium) >= num_sms) {
     plan.tile = kMedium;
-    plan.why = "medium output: 128x128 tiles still fill every SM";
+    plan.why = "medium output: the medium tile still fills every SM";
   } else {
-    int bk = 0;
-    with_tile<Tiles>(kMedium, [&](auto shape) { bk = decltype(shape)::BK; });
-    const int64_t slabs = (p.k + bk - 1) / bk;
+    const int64_t slabs = (p.k + std::get<2>(shape(kMedium)) - 1) / std::get<2>(shape(kMedium));
     const int64_t want = (2 * num_sms + blocks(kMedium) - 1) / blocks(kMedium);
     plan.splits = std::min(want, slabs / kMinSlabsPerSplit);
     if (plan.splits >= 2) {
       plan.why = "small output, long K: K is split so that about two blocks per SM run";
     } else {
       plan.tile = kSmall;
-      plan.why = "small output, short K: 64x64 tiles for more blocks";
+      plan.why = "small output, short K: small tiles for more blocks";
     }
   }
   const int64_t accuracy_splits = (p.k + kMaxSliceK - 1) / kMaxSliceK;
-  using Acc = typename Accumulator<T>::type;
   if (p.tile_override < 0 && accuracy_splits > plan.splits &&
-      accuracy_splits * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace) {
+      accuracy_splits * p.batch * p.m * p.n * int64_t(sizeof(typename Family::Acc)) <=
+          kMaxAccuracyWorkspace) {
     plan.splits = accuracy_splits;
     plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
   }
   if (p.splits_override >= 1) plan.splits = p.splits_override;
   plan.splits = std::max<int64_t>(plan.splits, 1);
-  with_tile<Tiles>(plan.tile, [&](auto shape) {
-    constexpr int64_t bk = decltype(shape)::BK;
-    const int64_t per_split = (p.k + plan.splits - 1) / plan.splits;
-    plan.k_chunk = std::max<int64_t>(bk, (per_split + bk - 1) / bk * bk);
-  });
+  const int64_t bk = std::get<2>(shape(plan.tile));
+  const int64_t per_split = (p.k + plan.splits - 1) / plan.splits;
+  plan.k_chunk = std::max<int64_t>(bk, (per_split + bk - 1) / bk * bk);
   plan.splits = std::max<int64_t>(1, (p.k + plan.k_chunk - 1) / plan.k_chunk);  // no empty slice
   return plan;
 }
 
-template <typename T, typename Out, class Tile, int kVec, bool kARowMajor, bool kBRowMajor>
-void launch_tiled(const GemmArgs<T, Out>& args, cudaStream_t stream) {
-  const int64_t n_tiles = (args.n + Tile::BN - 1) / Tile::BN;
-  const int64_t m_tiles = (args.m + Tile::BM - 1) / Tile::BM;
-  const int64_t z = args.batch * args.splits;
-  STD_TORCH_CHECK(n_tiles <= INT32_MAX, "tiledmm: n = ", args.n, " is too large");
-  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(std::min<int64_t>(m_tiles, 65535)),
-                  static_cast<unsigned>(std::min<int64_t>(z, 65535)));
-  gemm_tiled_kernel<T, Out, Tile, kVec, kARowMajor, kBRowMajor>
-      <<<grid, Tile::kThreads, 0, stream>>>(args);
-  STD_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-template <typename T, typename Out>
+template <class Family, typename Out>
 void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, cudaStream_t stream) {
-  using Tiles = typename TileTable<typename Accumulator<T>::type>::Tiles;
+  using T = typename Family::T;
   const GemmArgs<T, Out> args{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data),
                               out, p.a.ld, p.b.ld, p.a.batch_stride, p.b.batch_stride,
                               p.batch, p.m, p.n, p.k, plan.splits, plan.k_chunk};
-  with_tile<Tiles>(plan.tile, [&](auto shape) {
-    using Tile = decltype(shape);
-    with_bool(plan.vec, [&](auto v) {
-      constexpr int kVec = decltype(v)::value ? static_cast<int>(16 / sizeof(T)) : 1;
+  with_table<Family>(plan.vec, [&](auto vec, auto tiles) {
+    with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
+      using Tile = decltype(shape);
+      const int64_t n_tiles = (p.n + Tile::BN - 1) / Tile::BN;
+      const int64_t m_tiles = (p.m + Tile::BM - 1) / Tile::BM;
+      STD_TORCH_CHECK(n_tiles <= INT32_MAX, "tiledmm: n = ", p.n, " is too large");
+      // Rows of tiles and (matrix, K slice) pairs past 65535 are covered by grid-stride loops.
+      const dim3 grid(static_cast<unsigned>(n_tiles),
+                      static_cast<unsigned>(std::min<int64_t>(m_tiles, 65535)),
+                      static_cast<unsigned>(std::min<int64_t>(p.batch * plan.splits, 65535)));
       with_bool(p.a.row_major, [&](auto a_row) {
         with_bool(p.b.row_major, [&](auto b_row) {
-          launch_tiled<T, Out, Tile, kVec, decltype(a_row)::value, decltype(b_row)::value>(args, stream);
+          Family::template launch<Tile, Out, decltype(vec)::value,
+                                  decltype(a_row)::value, decltype(b_row)::value>(args, grid, stream);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
         });
       });
     });
   });
 }
 
-// T is the device storage type: float, double, __half or __nv_bfloat16.
-template <typename T>
-void launch_gemm(const GemmProblem& p, cudaStream_t stream, int num_sms) {
-  using Acc = typename Accumulator<T>::type;
-  const LaunchPlan plan = plan_launch<T>(p, num_sms);
-  if (plan.splits == 1) return launch_plan<T, T>(p, plan, static_cast<T*>(p.c), stream);
+template <class Family>
+void run_family(const GemmProblem& p, cudaStream_t stream, int num_sms) {
+  using T = typename Family::T;
+  using Acc = typename Family::Acc;
+  const LaunchPlan plan = plan_launch<Family>(p, num_sms);
+  if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), stream);
 
   // Each slice writes its partial product in the accumulator type; a second kernel sums them.
   const int64_t mn = p.m * p.n, total = p.batch * mn;
@@ -193,37 +290,73 @@ void launch_gemm(const GemmProblem& p, cudaStream_t stream, int num_sms) {
                                   : torch::headeronly::ScalarType::Float,
       std::nullopt, torch::stable::Device(torch::headeronly::DeviceType::CUDA, p.device_index));
   Acc* workspace = static_cast<Acc*>(partial.mutable_data_ptr());
-  launch_plan<T, Acc>(p, plan, workspace, stream);
+  launch_plan<Family, Acc>(p, plan, workspace, stream);
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
   splitk_reduce_kernel<T, Acc><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
       workspace, static_cast<T*>(p.c), mn, plan.splits, total);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T>
-std::string describe_gemm(const GemmProblem& p, int num_sms) {
-  using Tiles = typename TileTable<typename Accumulator<T>::type>::Tiles;
-  const LaunchPlan plan = plan_launch<T>(p, num_sms);
+template <class Family>
+std::string describe_family(const GemmProblem& p, int num_sms) {
+  const LaunchPlan plan = plan_launch<Family>(p, num_sms);
   std::ostringstream s;
-  with_tile<Tiles>(plan.tile, [&](auto shape) {
-    using S = decltype(shape);
-    s << "kernel: gemm_tiled (CUDA cores, exact "
-      << (std::is_same_v<T, double> ? "float64" : "float32") << " fused multiply-adds"
-      << (sizeof(T) == 2 ? ", inputs widened to float32" : "") << ")\n"
-      << "tile " << plan.tile << ": " << S::BM << "x" << S::BN << "x" << S::BK << " (m x n x k per "
-      << "block), " << S::TM << "x" << S::TN << " outputs per thread, " << S::kThreads
-      << " threads, " << S::kMinBlocks << " block(s) per SM, double-buffered shared memory\n"
-      << "loads: " << (plan.vec ? "16-byte vectors" : "one element at a time (the operands' "
-                                                        "alignment or extents rule out 16-byte vectors)")
-      << "\n";
+  s << "kernel: " << Family::kName << "\n";
+  with_table<Family>(plan.vec, [&](auto, auto tiles) {
+    with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
+      s << "tile " << plan.tile << ": ";
+      Family::template describe<decltype(shape)>(s);
+      s << "\n";
+    });
   });
+  s << "loads: " << Family::load_text(plan.vec) << "\n";
   if (plan.splits > 1)
     s << "split K: " << plan.splits << " slices of " << plan.k_chunk
       << ", partial products summed in the accumulator type by a second kernel (workspace "
-      << plan.splits * p.batch * p.m * p.n * int64_t(sizeof(typename Accumulator<T>::type))
-      << " bytes)\n";
+      << plan.splits * p.batch * p.m * p.n * int64_t(sizeof(typename Family::Acc)) << " bytes)\n";
   s << "why: " << plan.why << " (" << num_sms << " SMs)";
   return s.str();
 }
+
+// Below this K, 'highest' runs the exact kernel: 3xTF32 drops the small x small product and
+// the tensor cores truncate their sums, which short dot products do not average out.
+constexpr int64_t kMin3xTf32K = 32;
+
+// The path of a problem: calls f(Family{}, why) for the family its dtype and precision select.
+// T: the device storage type.
+template <typename T, typename F>
+void with_family(const GemmProblem& p, F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    switch (p.precision) {
+      case Precision::k3xTf32:
+        return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
+      case Precision::kTf32:
+        return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
+      case Precision::kHighest:
+        if (p.k >= kMin3xTf32K)
+          return f(MmaFamily<Split3xTf32Math>{},
+                   "precision highest: float32 accuracy, fastest as 3xTF32 on tensor cores");
+        return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
+                                         " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
+      default:
+        return f(ExactFloatFamily{}, "precision ieee: exact float32 arithmetic");
+    }
+  } else if constexpr (std::is_same_v<T, double>) {
+    f(MmaFamily<DoubleMath>{}, "float64: IEEE double fused multiply-adds on the FP64 tensor cores");
+  } else {
+    f(MmaFamily<HalfMath<T>>{}, "16-bit inputs: tensor cores, float32 accumulation");
+  }
+}
+
+// Each family is instantiated once, in its own file (gemm_cuda_<path>.cu):
+//   namespace tiledmm { TILEDMM_FAMILY_TEMPLATES(, MmaFamily<Tf32Math>) }
+#define TILEDMM_FAMILIES(X)                                                                 \
+  X(ExactFloatFamily) X(MmaFamily<Split3xTf32Math>) X(MmaFamily<Tf32Math>)                \
+  X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>)
+#define TILEDMM_FAMILY_TEMPLATES(prefix, Family)                                 \
+  prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, int); \
+  prefix template std::string describe_family<Family>(const GemmProblem&, int);
+#define TILEDMM_EXTERN_FAMILY(Family) TILEDMM_FAMILY_TEMPLATES(extern, Family)
+TILEDMM_FAMILIES(TILEDMM_EXTERN_FAMILY)
 
 }  // namespace tiledmm

@@ -112,8 +112,10 @@ MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
 
 // Checks the operands and describes them as a problem (c unset); `keep` holds any copies.
 GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                    ConfigOverride config, std::vector<Tensor>& keep) {
+                    GemmOptions options, std::vector<Tensor>& keep) {
   check_operands(op, a, b, rank);
+  check(options.precision >= 0 && options.precision < kNumPrecisions, op, ": precision code ",
+        options.precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
   keep.reserve(2);  // plan_operand points into `keep`: no reallocation
   GemmProblem p{};
   p.dtype = a.scalar_type();
@@ -122,8 +124,9 @@ GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t ra
   p.k = a.size(rank - 1);
   p.n = b.size(rank - 1);
   p.device_index = a.get_device_index();
-  p.tile_override = static_cast<int>(config.tile);
-  p.splits_override = config.splits;
+  p.precision = static_cast<Precision>(options.precision);
+  p.tile_override = static_cast<int>(options.tile);
+  p.splits_override = options.splits;
   if (p.batch == 0 || p.m == 0 || p.n == 0) return p;
   p.a = plan_operand(a, keep);
   p.b = plan_operand(b, keep);
@@ -133,9 +136,9 @@ GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t ra
 }  // namespace
 
 Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                ConfigOverride config, const GemmBackend& backend) {
+                GemmOptions options, const GemmBackend& backend) {
   std::vector<Tensor> keep;
-  GemmProblem p = prepare(op, a, b, rank, config, keep);
+  GemmProblem p = prepare(op, a, b, rank, options, keep);
   std::vector<int64_t> out_shape = {p.m, p.n};
   if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
   Tensor c = torch::stable::new_empty(a, out_shape);
@@ -146,9 +149,9 @@ Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
 }
 
 std::string explain_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                         const GemmBackend& backend) {
+                         GemmOptions options, const GemmBackend& backend) {
   std::vector<Tensor> keep;
-  const GemmProblem p = prepare(op, a, b, rank, ConfigOverride{}, keep);
+  const GemmProblem p = prepare(op, a, b, rank, options, keep);
   std::ostringstream s;
   s << op << ": batch " << p.batch << ", m " << p.m << ", k " << p.k << ", n " << p.n << ", "
     << dtype_of(a) << " on " << device_of(a) << "\n";

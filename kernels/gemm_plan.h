@@ -18,8 +18,10 @@ struct GemmBackend {
   std::string (*describe)(const GemmProblem&);
 };
 
-// Forced configuration (tests): tile index and K splits; -1 and 0 mean the dispatcher chooses.
-struct ConfigOverride {
+// The caller's choices: the float32 precision code (Precision), and a forced configuration
+// (tests): tile index and K splits, where -1 and 0 mean the dispatcher chooses.
+struct GemmOptions {
+  int64_t precision = 0;
   int64_t tile = -1;
   int64_t splits = 0;
 };
@@ -27,29 +29,32 @@ struct ConfigOverride {
 // op: the user-facing name used in error messages ("tiledmm.mm"); rank: 2 (mm) or 3 (bmm).
 torch::stable::Tensor run_gemm(const char* op, const torch::stable::Tensor& a,
                                const torch::stable::Tensor& b, int64_t rank,
-                               ConfigOverride config, const GemmBackend& backend);
+                               GemmOptions options, const GemmBackend& backend);
 
 // What run_gemm would do with these operands, without running it.
 std::string explain_gemm(const char* op, const torch::stable::Tensor& a,
-                         const torch::stable::Tensor& b, int64_t rank, const GemmBackend& backend);
+                         const torch::stable::Tensor& b, int64_t rank, GemmOptions options,
+                         const GemmBackend& backend);
 
 // Registers the operators (ops.cpp declares them) for one backend:
 //   STABLE_TORCH_LIBRARY_IMPL(tiledmm, CPU, m) { register_gemm_ops<kCpu>(m); }
 template <const GemmBackend& kBackend>
 struct GemmOps {
   using Tensor = torch::stable::Tensor;
-  static Tensor mm(const Tensor& a, const Tensor& b) {
-    return run_gemm("tiledmm.mm", a, b, 2, {}, kBackend);
+  static Tensor mm(const Tensor& a, const Tensor& b, int64_t precision) {
+    return run_gemm("tiledmm.mm", a, b, 2, {precision}, kBackend);
   }
-  static Tensor bmm(const Tensor& a, const Tensor& b) {
-    return run_gemm("tiledmm.bmm", a, b, 3, {}, kBackend);
+  static Tensor bmm(const Tensor& a, const Tensor& b, int64_t precision) {
+    return run_gemm("tiledmm.bmm", a, b, 3, {precision}, kBackend);
   }
-  static Tensor bmm_with_config(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits) {
-    return run_gemm("tiledmm._bmm_with_config", a, b, 3, {tile, splits}, kBackend);
+  static Tensor bmm_with_config(const Tensor& a, const Tensor& b, int64_t tile, int64_t splits,
+                                int64_t precision) {
+    return run_gemm("tiledmm._bmm_with_config", a, b, 3, {precision, tile, splits}, kBackend);
   }
-  static std::string explain(const Tensor& a, const Tensor& b) {
+  static std::string explain(const Tensor& a, const Tensor& b, int64_t precision) {
     const bool batched = a.dim() == 3;
-    return explain_gemm(batched ? "tiledmm.bmm" : "tiledmm.mm", a, b, batched ? 3 : 2, kBackend);
+    return explain_gemm(batched ? "tiledmm.bmm" : "tiledmm.mm", a, b, batched ? 3 : 2,
+                        {precision}, kBackend);
   }
 };
 

@@ -12,6 +12,16 @@
 
 namespace tiledmm {
 
+// How float32 products are computed (other dtypes have one path each). tiledmm.matmul's
+// precision names map onto these codes in Python (tiledmm/_precision.py).
+enum class Precision : int {
+  kIeee = 0,    // exact float32 fused multiply-adds on CUDA cores
+  k3xTf32 = 1,  // three TF32 tensor-core products per step: float32 accuracy
+  kTf32 = 2,    // inputs rounded to TF32 (10-bit mantissa), one tensor-core product
+  kHighest = 3, // float32 accuracy by the fastest path that has it (the dispatcher chooses)
+};
+constexpr int kNumPrecisions = 4;
+
 struct MatrixOperand {
   const void* data;
   int64_t ld;            // distance between consecutive rows (row-major) or columns (column-major)
@@ -26,6 +36,7 @@ struct GemmProblem {
   MatrixOperand b;  // k x n
   void* c;          // m x n, row-major, leading dimension n, batch stride m * n
   int32_t device_index;
+  Precision precision;  // float32 only
   // Forces a kernel configuration (tests, tile sweeps); -1 and 0 let the dispatcher choose.
   int tile_override;        // an index into the dispatcher's tile table
   int64_t splits_override;  // the number of slices K is split into

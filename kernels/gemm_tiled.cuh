@@ -11,30 +11,9 @@
 
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "accumulator.h"
+#include "gemm_common.cuh"
 
 namespace tiledmm {
-
-template <typename Acc, typename T>
-__device__ __forceinline__ Acc to_acc(T x) { return static_cast<Acc>(x); }
-template <>
-__device__ __forceinline__ float to_acc<float, __half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-
-template <typename T, typename Acc>
-__device__ __forceinline__ T from_acc(Acc x) { return static_cast<T>(x); }
-template <>
-__device__ __forceinline__ __half from_acc<__half, float>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 // Four consecutive accumulator values from 16-byte-aligned shared memory.
 __device__ __forceinline__ void load4(const float* p, float* out) {
@@ -55,17 +34,6 @@ struct TileShape {
   static constexpr int kThreads = kThreadsM * kThreadsN;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "threads own groups of 4 rows and 4 columns");
   static_assert(BM % TM == 0 && BN % TN == 0, "the thread grid must cover the tile");
-};
-
-// Out: T, or the accumulator type when K is split and each slice writes a partial product.
-template <typename T, typename Out>
-struct GemmArgs {
-  const T* a;
-  const T* b;
-  Out* c;  // (batch * splits) row-major m x n matrices
-  int64_t lda, ldb, batch_stride_a, batch_stride_b;
-  int64_t batch, m, n, k;
-  int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
 };
 
 // Rows of padding per shared-memory line: keeps 16-byte alignment and spreads the transposing
@@ -228,19 +196,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         }
       }
     }
-  }
-}
-
-// Sums the K slices' partial products in the accumulator type and rounds once to T.
-template <typename T, typename Acc>
-__global__ void splitk_reduce_kernel(const Acc* partial, T* c, int64_t mn, int64_t splits,
-                                     int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Acc* slices = partial + (i / mn) * splits * mn + i % mn;
-    Acc sum = Acc(0);
-    for (int64_t s = 0; s < splits; ++s) sum += slices[s * mn];
-    c[i] = from_acc<T>(sum);
   }
 }
 

@@ -14,12 +14,14 @@ PyMODINIT_FUNC PyInit__C(void) {
 }
 
 STABLE_TORCH_LIBRARY(tiledmm, m) {
-  m.def("mm(Tensor a, Tensor b) -> Tensor");
-  m.def("bmm(Tensor a, Tensor b) -> Tensor");
+  // precision: how float32 products are computed (Precision in gemm_problem.h: 0 exact, 1 3xTF32,
+  // 2 TF32, 3 float32-accurate by the fastest path); other dtypes ignore it. tiledmm.matmul maps names and torch's setting onto it.
+  m.def("mm(Tensor a, Tensor b, int precision=0) -> Tensor");
+  m.def("bmm(Tensor a, Tensor b, int precision=0) -> Tensor");
   // bmm with the kernel configuration forced: tile >= 0 indexes the dispatcher's tile table,
   // splits >= 1 slices K. Lets tests, the sanitizer script and the tile sweep reach every kernel
   // variant at any shape.
-  m.def("_bmm_with_config(Tensor a, Tensor b, int tile, int splits) -> Tensor");
+  m.def("_bmm_with_config(Tensor a, Tensor b, int tile, int splits, int precision=0) -> Tensor");
   // What mm (2-D operands) or bmm (3-D) would run for these operands, and why (tiledmm.explain).
-  m.def("_explain(Tensor a, Tensor b) -> str");
+  m.def("_explain(Tensor a, Tensor b, int precision=0) -> str");
 }

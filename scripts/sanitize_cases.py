@@ -1,7 +1,8 @@
 """Runs every kernel variant once at small odd shapes, for compute-sanitizer.
 
-Variants: tile shape x K splits x dtype x operand layouts x load width (scalar at shapes that
-divide nothing, 16-byte at multiples of 8), batched with a broadcast (stride-0) operand too. Each result
+Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, float16, bfloat16)
+x operand layouts x load width (element-wise at shapes that divide nothing, 16-byte at multiples
+of 8), batched with a broadcast (stride-0) operand too. Each result
 is checked against float64, so a variant that runs but computes garbage is caught here as well.
 """
 
@@ -12,8 +13,9 @@ import torch
 
 import tiledmm  # noqa: F401
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+# (dtype, precision code, tolerance): float32 exact, 3xTF32, TF32; float64; float16; bfloat16.
+PATHS = [(torch.float32, 0, 1e-5), (torch.float32, 1, 1e-5), (torch.float32, 2, 2e-3),
+         (torch.float64, 0, 1e-12), (torch.float16, 0, 2e-3), (torch.bfloat16, 0, 1.6e-2)]
 SHAPES = [(2, 33, 7, 31), (2, 40, 24, 72), (3, 5, 130, 9)]
 
 
@@ -26,19 +28,19 @@ def matrix(batch, rows, cols, transposed, dtype):
 def main():
     torch.manual_seed(0)
     runs = failures = 0
-    for tile, splits, dtype, ta, tb, (batch, m, k, n) in itertools.product(
-        range(4), [1, 2], DTYPES, [False, True], [False, True], SHAPES
+    for tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in itertools.product(
+        range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES
     ):
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
-        out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits)
+        out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
         # The reference runs on the CPU: only tiledmm's kernels go through the sanitizer.
         ref = torch.matmul(a.cpu().double(), b.cpu().double())
         err = ((out.cpu().double() - ref).norm() / ref.norm()).item()
         runs += 1
-        if not err <= TOLERANCE[dtype]:
+        if not err <= tolerance:
             failures += 1
-            print(f"FAIL tile={tile} splits={splits} {dtype} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
+            print(f"FAIL tile={tile} splits={splits} {dtype} precision={precision} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
     torch.cuda.synchronize()
     print(f"sanitize_cases: {runs} variant runs, {failures} wrong results")
     return 1 if failures else 0

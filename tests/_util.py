@@ -40,14 +40,30 @@ def rel_err(out, ref):
     return ((out.double() - ref).norm() / ref.norm()).item()
 
 
-def check_against_reference(out, a, b, strict=False):
+# The float32 paths as operator codes (tiledmm/_precision.py), and whether each is TF32-accurate.
+PRECISION_CODES = {"ieee": 0, "3xtf32": 1, "tf32": 2, "highest": 3}
+
+
+def torch_product(a, b, tf32=False):
+    """torch.matmul(a, b), with TF32 for float32 when tf32 (else torch's float32 'ieee').
+    Only torch's new TF32 API is used: mixing it with allow_tf32 makes torch raise."""
+    previous = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
+    try:
+        return torch.matmul(a, b)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = previous
+
+
+def check_against_reference(out, a, b, strict=False, tf32=False):
     """Compares out with the float64 product of the same inputs.
 
-    The error must be within 2x torch.matmul's on the same inputs; unless strict, plus a floor
-    of sqrt(k) unit roundoffs, which absorbs differences in summation order on tiny errors yet is
-    orders of magnitude under what an indexing, race or layout bug gives on randn data.
+    The error must be within 2x torch.matmul's on the same inputs (with TF32 when tf32); unless
+    strict, plus a floor of sqrt(k) unit roundoffs, which absorbs differences in summation order on
+    tiny errors yet is orders of magnitude under what an indexing, race or layout bug gives on
+    randn data.
     """
-    expected = torch.matmul(a, b)
+    expected = torch_product(a, b, tf32)
     assert out.shape == expected.shape, (out.shape, expected.shape)
     assert out.dtype == expected.dtype and out.device == expected.device
     ref = torch.matmul(a.double(), b.double())

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tiledmm
-from _util import DTYPES, LAYOUTS, check_against_reference, operands, poisoned, requires_gpu
+from _util import DTYPES, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, requires_gpu
 
 pytestmark = requires_gpu
 ops = torch.ops.tiledmm
@@ -39,15 +39,20 @@ def test_poisoning_reaches_the_output():
 VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+# Every kernel family: float32 by precision, and the other dtypes.
+PATHS = [(torch.float32, p) for p in ("ieee", "3xtf32", "tf32")] + [(d, "ieee") for d in DTYPES[1:]]
+
+
+@pytest.mark.parametrize("dtype,precision", PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PATHS])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("tile", [0, 1, 2, 3])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("m,k,n", VARIANT_SHAPES)
-def test_every_kernel_variant(tile, splits, layout, dtype, m, k, n):
+def test_every_kernel_variant(tile, splits, layout, dtype, precision, m, k, n):
     a, b = operands(m, k, n, layout, dtype, "cuda", batch=(3,))
-    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits), (3, m, n), dtype, "cuda")
-    check_against_reference(out, a, b)
+    code = PRECISION_CODES[precision]
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, code), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -62,10 +67,20 @@ def test_split_k_is_chosen_and_accurate_for_long_k(dtype):
 
 def test_explain_names_the_kernel_and_reason():
     a, b = operands(4096, 4096, 4096, "tn", torch.float32, "cuda")
-    text = tiledmm.explain(a, b)
+    text = tiledmm.explain(a, b, precision="ieee")
     assert "a: column-major" in text and "b: row-major" in text and "read in place" in text
     assert "128x256x8" in text and "16-byte vectors" in text and "why: large output" in text
-    assert "one element at a time" in tiledmm.explain(*operands(4097, 33, 7, "nn", torch.float32, "cuda"))
+    odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
+    assert "one element at a time" in tiledmm.explain(*odd, precision="ieee")
+    assert "element-wise cp.async" in tiledmm.explain(*odd, precision="3xtf32")
+    text = tiledmm.explain(a, b, precision="highest")
+    assert "precision: highest (requested)" in text and "3xTF32 tensor cores" in text
+    assert "16-byte cp.async" in text and "-stage cp.async pipeline" in text
+    assert "TF32 tensor cores" in tiledmm.explain(a, b, precision="tf32")
+    short = operands(300, 16, 200, "nn", torch.float32, "cuda")
+    assert "exact kernel" in tiledmm.explain(*short, precision="highest")
+    assert "DMMA" in tiledmm.explain(*operands(100, 100, 100, "nn", torch.float64, "cuda"))
+    assert "bfloat16 tensor cores" in tiledmm.explain(*operands(100, 100, 100, "nn", torch.bfloat16, "cuda"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -12,19 +12,19 @@ ops = torch.ops.tiledmm
 
 
 @torch.library.register_fake("tiledmm::mm")
-def _mm_fake(a, b):
+def _mm_fake(a, b, precision=0):
     check_matrices("tiledmm.mm", a, b, rank=2)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
 @torch.library.register_fake("tiledmm::bmm")
-def _bmm_fake(a, b):
+def _bmm_fake(a, b, precision=0):
     check_matrices("tiledmm.bmm", a, b, rank=3)
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
 @torch.library.register_fake("tiledmm::_bmm_with_config")
-def _bmm_with_config_fake(a, b, tile, splits):
+def _bmm_with_config_fake(a, b, tile, splits, precision=0):
     check_matrices("tiledmm._bmm_with_config", a, b, rank=3)
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 

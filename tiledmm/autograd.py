@@ -5,8 +5,9 @@ views (the kernels read them through their strides: nothing is copied, torch.mat
 called), and only for the inputs that need a gradient. The backward is itself made of
 differentiable operators, so double backward works.
 
-The same rule serves the public autograd.Function classes (used by tiledmm.matmul, mm and bmm)
-and the dispatcher operators (torch.ops.tiledmm.*), registered below.
+The gradients are computed at the forward's precision (tiledmm/_precision.py). The same rule
+serves the public autograd.Function classes (used by tiledmm.matmul, mm and bmm) and the
+dispatcher operators (torch.ops.tiledmm.*), registered below.
 """
 
 import torch
@@ -18,58 +19,70 @@ def _column_major(x):
     return x.stride(-2) == 1 and x.stride(-1) != 1
 
 
-def _setup_context(ctx, inputs, output):
+def _setup_context(ctx, inputs, output, precision_index=2):
+    """inputs: (a, b, ...), with the precision code at precision_index (0 if absent)."""
     a, b = inputs[0], inputs[1]
     ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
     ctx.column_major = (_column_major(a), _column_major(b))
+    ctx.precision = inputs[precision_index] if len(inputs) > precision_index else 0
 
 
-def _product_in_layout(product, lhs, rhs, column_major):
+def _product_in_layout(product, lhs, rhs, column_major, precision):
     """lhs @ rhs, as a column-major result when the input it is the gradient of is column-major
     (computed as (rhs^T @ lhs^T)^T), so that autograd need not copy it into that input's layout
     (a transposed weight, as in nn.Linear)."""
-    return product(rhs.mT, lhs.mT).mT if column_major else product(lhs, rhs)
+    if column_major:
+        return product(rhs.mT, lhs.mT, precision).mT
+    return product(lhs, rhs, precision)
 
 
 def _gradients(product, ctx, grad):
     a, b = ctx.saved_tensors
     a_col, b_col = ctx.column_major
-    grad_a = _product_in_layout(product, grad, b.mT, a_col) if ctx.needs_input_grad[0] else None
-    grad_b = _product_in_layout(product, a.mT, grad, b_col) if ctx.needs_input_grad[1] else None
+    grad_a = _product_in_layout(product, grad, b.mT, a_col, ctx.precision) if ctx.needs_input_grad[0] else None
+    grad_b = _product_in_layout(product, a.mT, grad, b_col, ctx.precision) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b
 
 
 def _product_function(name, product, doc):
-    """A torch.autograd.Function computing product(a, b) forward and its gradients backward."""
+    """A torch.autograd.Function computing product(a, b, precision) forward (precision: an
+    operator code, default 0) and its gradients backward."""
 
     class Product(torch.autograd.Function):
         @staticmethod
-        def forward(a, b):
-            return product(a, b)
+        def forward(a, b, precision=0):
+            return product(a, b, precision)
 
         setup_context = staticmethod(_setup_context)
 
         @staticmethod
         def backward(ctx, grad):
-            return _gradients(product, ctx, grad)
+            return _gradients(product, ctx, grad) + (None,)
 
     Product.__name__ = Product.__qualname__ = name
     Product.__doc__ = doc
     return Product
 
 
-MM = _product_function("MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b)``.")
-BMM = _product_function("BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b)``.")
+MM = _product_function(
+    "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``."
+)
+BMM = _product_function(
+    "BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
+)
 
 
-def _register(name, product):
+def _register(name, product, precision_index):
+    def setup_context(ctx, inputs, output):
+        _setup_context(ctx, inputs, output, precision_index)
+
     def backward(ctx, grad):
-        # Operators may take arguments after the two matrices (a configuration): no gradient.
+        # Operators take arguments after the two matrices (precision, a configuration): no gradient.
         return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
 
-    torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=_setup_context)
+    torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
-_register("mm", ops.mm)
-_register("bmm", ops.bmm)
-_register("_bmm_with_config", ops.bmm)
+_register("mm", ops.mm, 2)
+_register("bmm", ops.bmm, 2)
+_register("_bmm_with_config", ops.bmm, 4)  # (a, b, tile, splits, precision)

@@ -7,28 +7,35 @@ from typing import NamedTuple
 
 import torch
 
+from . import _precision
 from ._checks import check_pair
 from .autograd import BMM, MM
 
+_PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
+    (``torch.backends.cuda.matmul.fp32_precision`` / ``torch.get_float32_matmul_precision()``);
+    "highest" float32 accuracy by the fastest path (3xTF32 tensor cores, or the exact kernel for
+    short K), "ieee" exact float32 on CUDA cores, "3xtf32", or "tf32" (about 1e-4 relative error).
+    The backward pass uses the same precision."""
 
-def mm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+
+def mm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
     """Matrix product of two 2-D tensors, like :func:`torch.mm`.
 
     ``input`` is (m, k) and ``mat2`` is (k, n); the result is a new contiguous (m, n) tensor of
     the same dtype. Transposed views are read through their strides, without a copy.
     Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
-    (accumulated in float32).
+    (accumulated in float32). {precision}
     """
-    return MM.apply(input, mat2)
+    return MM.apply(input, mat2, _precision.resolve(precision, input.dtype))
 
 
-def bmm(input: torch.Tensor, mat2: torch.Tensor) -> torch.Tensor:
+def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
     """Batched matrix product of two 3-D tensors, like :func:`torch.bmm`.
 
     ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
-    is read as is, including 0 for a batch dimension made with ``expand``.
+    is read as is, including 0 for a batch dimension made with ``expand``. {precision}
     """
-    return BMM.apply(input, mat2)
+    return BMM.apply(input, mat2, _precision.resolve(precision, input.dtype))
 
 
 def _rows_foldable(x: torch.Tensor) -> bool:
@@ -72,7 +79,7 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
         )
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
 
-    if b.dim() == 2 and _rows_foldable(a):
+    if b.dim() == 2 and (a.dim() == 2 or _rows_foldable(a)):
         # The batch of a (if any) folds into its rows: one 2-D product, as torch.matmul does.
         batch = a.shape[:-2]
         if batch:
@@ -89,7 +96,7 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
     return plan._replace(out_shape=out_shape)
 
 
-def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
     """Matrix product with the semantics of :func:`torch.matmul`.
 
     - 1-D @ 1-D: dot product (a 0-D tensor).
@@ -99,35 +106,45 @@ def matmul(input: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
 
     Views (transposes, slices, expanded batch dimensions, storage offsets) are read through their
     strides; a copy is made only for a matrix whose two last dimensions both have non-unit
-    strides, or for broadcast batch dimensions that cannot be merged into one.
+    strides, or for broadcast batch dimensions that cannot be merged into one. {precision}
     """
     plan = _plan_matmul(input, other)
-    out = bmm(plan.a, plan.b) if plan.batched else mm(plan.a, plan.b)
-    return out.view(plan.out_shape)
+    product = bmm if plan.batched else mm
+    return product(plan.a, plan.b, precision=precision).view(plan.out_shape)
 
 
-def explain(input: torch.Tensor, other: torch.Tensor) -> str:
+def explain(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = None) -> str:
     """Says what ``tiledmm.matmul(input, other)`` would run, and why: how the operands map onto
     mm or bmm, how each is read (layout, copies), the kernel, its tile configuration, load width,
     K splitting and precision path. Runs nothing."""
     plan = _plan_matmul(input, other)
     lines = [f"tiledmm.matmul({list(input.shape)}, {list(other.shape)}) -> {list(plan.out_shape)}"]
     lines += plan.notes
+    code = _precision.resolve(precision, input.dtype)
+    if input.dtype == torch.float32:
+        source = "requested" if precision is not None else "from torch's float32 matmul setting"
+        lines.append(f"precision: {_precision.NAMES[code]} ({source})")
     for name, x, view in (("input", input, plan.a), ("other", other, plan.b)):
         if view.numel() and view.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
             lines.append(f"{name}: its broadcast batch dimensions cannot merge into one: copied")
-    lines.append(torch.ops.tiledmm._explain(plan.a, plan.b))
+    lines.append(torch.ops.tiledmm._explain(plan.a, plan.b, code))
     return "\n".join(lines)
 
 
-def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, precision: str | None = None
+) -> torch.Tensor:
     """``input @ weight.T + bias``, like :func:`torch.nn.functional.linear`.
 
-    The weight (out_features, in_features) is read as a transposed view: never copied.
+    The weight (out_features, in_features) is read as a transposed view: never copied. {precision}
     """
-    out = matmul(input, weight.mT)
+    out = matmul(input, weight.mT, precision=precision)
     if bias is None:
         return out
     if torch.is_autocast_enabled(out.device.type):  # autocast casts the bias too, as for F.linear
         bias = bias.to(out.dtype)
     return out + bias
+
+
+for _f in (mm, bmm, matmul, linear):
+    _f.__doc__ = _f.__doc__.replace("{precision}", _PRECISION_DOC)

@@ -1,6 +1,7 @@
 """python -m tiledmm.bench: tiledmm against torch.matmul on the same inputs, in the same process.
 
-For each problem and dtype, forward (C = A @ B) and forward+backward (also dA and dB): the time
+For each problem, dtype and (for float32) precision, forward (C = A @ B) and forward+backward
+(also dA and dB): the time
 (CUDA events, median of --reps runs after warm-up, optionally with a cold L2), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
 forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json and
@@ -8,6 +9,7 @@ prints a table. Without a GPU it runs a small CPU comparison instead.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -23,7 +25,8 @@ from .problems import CPU_PROBLEMS, PROBLEMS
 from .timing import L2Flush, median_ms, rel_err
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
-IMPLS = {"torch": torch.matmul, "tiledmm": tiledmm.matmul}
+# float32 precisions. torch runs its float32-accurate default for all but "tf32", where it runs TF32.
+PRECISIONS = ["highest", "3xtf32", "tf32", "ieee"]
 
 
 def operands(problem, dtype, device):
@@ -34,16 +37,26 @@ def operands(problem, dtype, device):
     return (a.T if problem.layout[0] == "t" else a), (b.T if problem.layout[1] == "t" else b)
 
 
-def precision_of(dtype):
-    """The float32 precision both implementations run at: tiledmm's CUDA-core kernels are exact
-    float32 ('ieee'), which is what torch's default 'highest' means."""
-    if dtype != torch.float32:
-        return "n/a"
-    return "highest" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+@contextlib.contextmanager
+def torch_precision(precision):
+    """torch.matmul's float32 mode for a row: TF32 for "tf32", else float32-accurate. Uses torch's
+    new TF32 API only (mixing it with allow_tf32 makes torch raise)."""
+    previous = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if precision == "tf32" else "ieee"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = previous
 
 
-def measure(problem, dtype, passes, device, args, flush):
-    """Rows for one problem and dtype: each pass, each implementation, on the same inputs."""
+def implementations(precision):
+    """(name, product) of torch.matmul and tiledmm at one precision ("n/a" for other dtypes)."""
+    tiledmm_precision = None if precision == "n/a" else precision
+    return {"torch": torch.matmul, "tiledmm": lambda a, b: tiledmm.matmul(a, b, precision=tiledmm_precision)}
+
+
+def measure(problem, dtype, precision, passes, device, args, flush):
+    """Rows for one problem, dtype and precision: each pass, each implementation, same inputs."""
     a, b = operands(problem, dtype, device)
     a64, b64 = a.double(), b.double()
     rows = []
@@ -59,7 +72,7 @@ def measure(problem, dtype, passes, device, args, flush):
             a.requires_grad_(True)
             b.requires_grad_(True)
         times = {}
-        for impl, fn in IMPLS.items():
+        for impl, fn in implementations(precision).items():
             if pass_ == "fwd":
                 run = lambda: fn(a, b)  # noqa: E731
                 errs = [rel_err(run(), refs[0])]
@@ -69,7 +82,7 @@ def measure(problem, dtype, passes, device, args, flush):
             ms = median_ms(run, device, args.warmup, args.reps, flush)
             times[impl] = ms
             row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n, layout=problem.layout,
-                       dtype=str(dtype).removeprefix("torch."), precision=precision_of(dtype), impl=impl,
+                       dtype=str(dtype).removeprefix("torch."), precision=precision, impl=impl,
                        ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{max(errs):.3e}"))
             row["pass"] = pass_
             if impl == "tiledmm":
@@ -81,11 +94,11 @@ def measure(problem, dtype, passes, device, args, flush):
 
 
 def table(rows):
-    lines = [f"{'problem':10s} {'dtype':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
+    lines = [f"{'problem':10s} {'dtype':9s} {'precision':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
              f"{'TFLOP/s':>8s} {'err tiledmm':>12s} {'err torch':>10s}"]
     for t in (r for r in rows if r["impl"] == "tiledmm"):
-        ref = next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in ("problem", "dtype", "pass")))
-        lines.append(f"{t['problem']:10s} {t['dtype']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
+        ref = next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in ("problem", "dtype", "precision", "pass")))
+        lines.append(f"{t['problem']:10s} {t['dtype']:9s} {t['precision']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
                      f"{t['speedup']:7.2f}x {t['tflops']:8.2f} {t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
     return "\n".join(lines)
 
@@ -104,6 +117,8 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", nargs="*", help=f"subset of: {' '.join(p.name for p in PROBLEMS)}")
     parser.add_argument("--dtypes", nargs="*", default=["float32"], choices=list(DTYPES))
+    parser.add_argument("--precisions", nargs="*", default=PRECISIONS, choices=PRECISIONS,
+                        help="float32 precisions to run (other dtypes have one path)")
     parser.add_argument("--passes", nargs="*", default=["fwd", "fwd+bwd"], choices=["fwd", "fwd+bwd"])
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=20)
@@ -124,10 +139,13 @@ def main():
         problems = [p for p in problems if p.name in args.problems]
     flush = L2Flush(device) if args.cold_l2 and device == "cuda" else None
     torch.manual_seed(0)
-    rows, jobs = [], [(p, d) for p in problems for d in args.dtypes]
-    for i, (problem, dtype_name) in enumerate(jobs):
-        print(f"\r[{i + 1}/{len(jobs)}] {problem.name} {dtype_name} ...".ljust(60), end="", file=sys.stderr, flush=True)
-        rows += measure(problem, DTYPES[dtype_name], args.passes, device, args, flush)
+    jobs = [(p, d, q) for p in problems for d in args.dtypes for q in (args.precisions if d == "float32" else ["n/a"])]
+    rows = []
+    for i, (problem, dtype_name, precision) in enumerate(jobs):
+        print(f"\r[{i + 1}/{len(jobs)}] {problem.name} {dtype_name} {precision} ...".ljust(60), end="",
+              file=sys.stderr, flush=True)
+        with torch_precision(precision):
+            rows += measure(problem, DTYPES[dtype_name], precision, args.passes, device, args, flush)
         if device == "cuda":
             torch.cuda.empty_cache()
     print(file=sys.stderr)

@@ -1,0 +1,71 @@
+// What the two kernel families (CUDA-core gemm_tiled, tensor-core gemm_mma) share: their
+// arguments, conversions between storage and accumulator types, and the split-K reduction.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "accumulator.h"
+
+namespace tiledmm {
+
+template <typename Acc, typename T>
+__device__ __forceinline__ Acc to_acc(T x) { return static_cast<Acc>(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T, typename Acc>
+__device__ __forceinline__ T from_acc(Acc x) { return static_cast<T>(x); }
+template <>
+__device__ __forceinline__ __half from_acc<__half, float>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Out: T, or the accumulator type when K is split and each slice writes a partial product.
+template <typename T, typename Out>
+struct GemmArgs {
+  const T* a;
+  const T* b;
+  Out* c;  // (batch * splits) row-major m x n matrices
+  int64_t lda, ldb, batch_stride_a, batch_stride_b;
+  int64_t batch, m, n, k;
+  int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
+};
+
+// Two adjacent outputs (an even column of an even-width row) in one store.
+template <typename Out, typename Acc>
+__device__ __forceinline__ void store_pair(Out* p, Acc v0, Acc v1) {
+  if constexpr (std::is_same_v<Out, float>) {
+    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+  } else if constexpr (std::is_same_v<Out, double>) {
+    *reinterpret_cast<double2*>(p) = make_double2(v0, v1);
+  } else if constexpr (std::is_same_v<Out, __half>) {
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(v0, v1);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+  }
+}
+
+// Sums the K slices' partial products in the accumulator type and rounds once to T.
+template <typename T, typename Acc>
+__global__ void splitk_reduce_kernel(const Acc* partial, T* c, int64_t mn, int64_t splits,
+                                     int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Acc* slices = partial + (i / mn) * splits * mn + i % mn;
+    Acc sum = Acc(0);
+    for (int64_t s = 0; s < splits; ++s) sum += slices[s * mn];
+    c[i] = from_acc<T>(sum);
+  }
+}
+
+}  // namespace tiledmm

@@ -1,0 +1,274 @@
+// The tensor-core matrix-product kernel (mma.sync), for every precision path (mma_math.cuh).
+//
+// Each block computes a BM x BN tile of C[z] with a grid of warps, each warp a WTM x WTN tile as
+// MT x NT instruction tiles. K advances in tiles of BK through a ring of kStages shared-memory
+// stages: while the warps multiply stage t, cp.async copies of tiles t+1 .. t+kStages-1 are in
+// flight (one barrier per tile). Stages keep each operand's global layout (stage_loader.cuh);
+// fragments come out of them by ldmatrix (transposing where the layout needs it) or, for
+// 32-bit-across-lines and float64 fragments, by scalar loads. Loads are predicated against the
+// matrix extent and zero-filled beyond it, so any shape and any leading dimension works without
+// padding copies.
+#pragma once
+
+#include <cstdint>
+
+#include "gemm_common.cuh"
+#include "mma_math.cuh"
+#include "ptx.cuh"
+#include "stage_loader.cuh"
+
+namespace tiledmm {
+
+// kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
+template <int BM_, int BN_, int BK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinBlocks_ = 1>
+struct MmaTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_;
+  static constexpr int kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
+  static_assert(kStages >= 2, "the pipeline needs two stages or more");
+};
+
+// Shared memory of one block: kStages stages of A, then of B.
+template <typename T, class Tile>
+constexpr int mma_smem_bytes() {
+  return Tile::kStages * (Tile::BM + Tile::BN) * Tile::BK * static_cast<int>(sizeof(T));
+}
+
+// ldmatrix moves 16-bit elements, or 32-bit ones without transposing.
+template <typename T, bool kAlongK>
+constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
+
+template <bool kFirst, typename X>
+__device__ __forceinline__ X& pick(X& first, X& second) {
+  if constexpr (kFirst) return first;
+  else return second;
+}
+
+// The A fragment of the M x K instruction tile at (m_base, k_base) of a stage.
+template <class Math, class Stage, bool kAlongK>
+__device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
+    const typename Math::T* stage, int m_base, int k_base, int lane) {
+  using T = typename Math::T;
+  Fragment<typename Math::Reg, Math::kARegs> f;
+  if constexpr (kUseLdmatrix<T, kAlongK>) {
+    // Matrices 0..3: rows +0/+8, then k +0/+(one 16-byte chunk, or 8 rows when transposed).
+    // Lane 8j + r addresses line r of matrix j.
+    const int j = lane / 8, r = lane % 8;
+    if constexpr (kAlongK) {
+      ptx::ldmatrix_x4<false>(f.r, stage + Stage::offset(m_base + r + 8 * (j % 2),
+                                                         k_base + Stage::kChunkElems * (j / 2)));
+    } else {
+      ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j / 2), m_base + 8 * (j % 2)));
+    }
+  } else {
+    static_assert(sizeof(T) == sizeof(typename Math::Reg), "one element per register");
+    const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int i = 0; i < Math::kARegs; ++i) {
+      const int m = m_base + g + 8 * (i % 2), k = k_base + t4 + (Math::K / 2) * (i / 2);
+      const T v = stage[kAlongK ? Stage::offset(m, k) : Stage::offset(k, m)];
+      if constexpr (sizeof(T) == 4) f.r[i] = __float_as_uint(v);
+      else f.r[i] = v;
+    }
+  }
+  return f;
+}
+
+// The B fragments of two adjacent K x 8 instruction tiles at (k_base, n_base) and (k_base,
+// n_base + 8): registers [0, kBRegs) and [kBRegs, 2 kBRegs).
+template <class Math, class Stage, bool kAlongK>
+__device__ __forceinline__ Fragment<typename Math::Reg, 2 * Math::kBRegs> load_b_pair(
+    const typename Math::T* stage, int n_base, int k_base, int lane) {
+  using T = typename Math::T;
+  Fragment<typename Math::Reg, 2 * Math::kBRegs> f;
+  if constexpr (kUseLdmatrix<T, kAlongK>) {
+    // Matrices 0..3: k +0/+(one 16-byte chunk, or 8 rows when transposed), then n +0/+8.
+    const int j = lane / 8, r = lane % 8;
+    if constexpr (kAlongK) {
+      ptx::ldmatrix_x4<false>(f.r, stage + Stage::offset(n_base + r + 8 * (j / 2),
+                                                         k_base + Stage::kChunkElems * (j % 2)));
+    } else {
+      ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j % 2), n_base + 8 * (j / 2)));
+    }
+  } else {
+    const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int i = 0; i < Math::kBRegs; ++i) {
+        const int n = n_base + 8 * q + g, k = k_base + t4 + (Math::K / 2) * i;
+        const T v = stage[kAlongK ? Stage::offset(n, k) : Stage::offset(k, n)];
+        if constexpr (sizeof(T) == 4) f.r[q * Math::kBRegs + i] = __float_as_uint(v);
+        else f.r[q * Math::kBRegs + i] = v;
+      }
+  }
+  return f;
+}
+
+// The float32 dot product of row `row` of A and column `col` of B over [k0, k1), one fused
+// multiply-add at a time (the exact kernel's arithmetic).
+template <bool kARowMajor, bool kBRowMajor>
+__device__ float exact_dot(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t row,
+                           int64_t col, int64_t k0, int64_t k1) {
+  float sum = 0.0f;
+  for (int64_t k = k0; k < k1; ++k)
+    sum = fmaf(a[kARowMajor ? row * lda + k : k * lda + row],
+               b[kBRowMajor ? k * ldb + col : col * ldb + k], sum);
+  return sum;
+}
+
+template <class Math, class Tile, LoadMode kAMode, LoadMode kBMode, bool kARowMajor,
+          bool kBRowMajor, typename Out>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
+    gemm_mma_kernel(const GemmArgs<typename Math::T, Out> args) {
+  using T = typename Math::T;
+  using Acc = typename Math::Acc;
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
+  constexpr int M = Math::M, K = Math::K;
+  constexpr int MT = Tile::WTM / M, NT = Tile::WTN / 8, kCRegs = M * 8 / 32;
+  static_assert(Tile::WTM % M == 0 && Tile::WTN % 16 == 0 && BK % K == 0, "whole instruction tiles");
+  using ALoader = StageLoader<T, BM, BK, Tile::kThreads, kARowMajor, kAMode>;
+  using BLoader = StageLoader<T, BN, BK, Tile::kThreads, !kBRowMajor, kBMode>;
+  using AStage = typename ALoader::Tile;
+  using BStage = typename BLoader::Tile;
+  using AOperand = typename Math::template Operand<Math::kARegs>;
+  using BOperand = typename Math::template Operand<Math::kBRegs>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* const a_stages = reinterpret_cast<T*>(smem);
+  T* const b_stages = a_stages + kStages * AStage::kElems;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int warp_m = (warp / Tile::kWarpsN) * Tile::WTM, warp_n = (warp % Tile::kWarpsN) * Tile::WTN;
+  const int64_t m_tiles = (args.m + BM - 1) / BM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
+  ALoader a_loader;
+  BLoader b_loader;
+
+  // z enumerates (matrix of the batch, slice of K). Grid-stride over z and row tiles: gridDim.y
+  // and .z are capped at 65535.
+  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
+    const int64_t matrix = z / args.splits;
+    const int64_t k_begin = (z % args.splits) * args.k_chunk;
+    const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
+    const int64_t k_tiles = (k_len + BK - 1) / BK;
+    const T* a = args.a + matrix * args.batch_stride_a;
+    const T* b = args.b + matrix * args.batch_stride_b;
+    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
+      const int64_t m0 = mt * BM;
+      // acc: the result; part: the current k-tile's product, for paths that promote (kPromote).
+      Acc acc[MT][NT][kCRegs], part[MT][NT][kCRegs];
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int r = 0; r < kCRegs; ++r) acc[i][j][r] = part[i][j][r] = Acc(0);
+      auto& sum = pick<Math::kPromote>(part, acc);
+
+      __syncthreads();  // the previous work item's warps are done with the stages
+      a_loader.start(a, args.lda, m0, k_begin, tid);
+      b_loader.start(b, args.ldb, n0, k_begin, tid);
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < k_tiles) {
+          a_loader.fetch(a_stages + s * AStage::kElems, args.m - m0, k_len - s * BK);
+          b_loader.fetch(b_stages + s * BStage::kElems, args.n - n0, k_len - s * BK);
+          a_loader.deposit(a_stages + s * AStage::kElems);
+          b_loader.deposit(b_stages + s * BStage::kElems);
+        }
+        ptx::cp_async_commit();
+      }
+
+      int stage = 0;  // the stage of tile t
+      for (int64_t t = 0; t < k_tiles; ++t) {
+        ptx::cp_async_wait<kStages - 2>();  // tile t has landed (this thread's copies) ...
+        __syncthreads();  // ... everyone's, and everyone is done with tile t - 1's stage
+        const int64_t next = t + kStages - 1;
+        const int next_stage = stage == 0 ? kStages - 1 : stage - 1;  // tile t - 1's stage
+        if (next < k_tiles) {
+          a_loader.fetch(a_stages + next_stage * AStage::kElems, args.m - m0, k_len - next * BK);
+          b_loader.fetch(b_stages + next_stage * BStage::kElems, args.n - n0, k_len - next * BK);
+        }
+        ptx::cp_async_commit();
+
+        const T* as = a_stages + stage * AStage::kElems;
+        const T* bs = b_stages + stage * BStage::kElems;
+#pragma unroll 1  // unrolled, the k-steps' fragments would be hoisted together: register spills
+        for (int kk = 0; kk < BK; kk += K) {
+          AOperand af[MT];
+          BOperand bf[NT];
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+            af[i] = Math::prepare(load_a<Math, AStage, kARowMajor>(as, warp_m + i * M, kk, lane));
+#pragma unroll
+          for (int j = 0; j < NT; j += 2) {
+            const auto pair = load_b_pair<Math, BStage, !kBRowMajor>(bs, warp_n + j * 8, kk, lane);
+            Fragment<typename Math::Reg, Math::kBRegs> lo, hi;
+#pragma unroll
+            for (int r = 0; r < Math::kBRegs; ++r) {
+              lo.r[r] = pair.r[r];
+              hi.r[r] = pair.r[Math::kBRegs + r];
+            }
+            bf[j] = Math::prepare(lo);
+            bf[j + 1] = Math::prepare(hi);
+          }
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j) Math::mma(sum[i][j], af[i], bf[j]);
+        }
+        if constexpr (Math::kPromote) {
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int r = 0; r < kCRegs; ++r) {
+                acc[i][j][r] += part[i][j][r];
+                part[i][j][r] = Acc(0);
+              }
+        }
+        if (next < k_tiles) {
+          a_loader.deposit(a_stages + next_stage * AStage::kElems);
+          b_loader.deposit(b_stages + next_stage * BStage::kElems);
+        }
+        stage = stage + 1 == kStages ? 0 : stage + 1;
+      }
+
+      // Lane (g, t4) holds rows g and g + 8 of each instruction tile, columns 2 t4 and 2 t4 + 1.
+      Out* c = args.c + z * args.m * args.n;
+      const bool pairs = args.n % 2 == 0;  // two adjacent outputs make one aligned store
+      const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int half = 0; half < kCRegs / 2; ++half) {
+          const int64_t row = m0 + warp_m + i * M + g + 8 * half;
+          if (row >= args.m) continue;
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const int64_t col = n0 + warp_n + j * 8 + 2 * t4;
+            Acc v[2] = {acc[i][j][2 * half], acc[i][j][2 * half + 1]};
+            if constexpr (Math::kRecomputeNaN) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (isnan(v[e]) && col + e < args.n)
+                  v[e] = exact_dot<kARowMajor, kBRowMajor>(a, args.lda, b, args.ldb, row, col + e,
+                                                           k_begin, k_begin + k_len);
+            }
+            Out* p = c + row * args.n + col;
+            if (pairs && col < args.n) {
+              store_pair(p, v[0], v[1]);
+            } else {
+              if (col < args.n) p[0] = from_acc<Out>(v[0]);
+              if (col + 1 < args.n) p[1] = from_acc<Out>(v[1]);
+            }
+          }
+        }
+    }
+  }
+}
+
+}  // namespace tiledmm

@@ -1,0 +1,116 @@
+// Shared-memory stages of the tensor-core kernel, and the loads that fill them.
+//
+// A stage holds one operand's BX x BK tile (x is m for A, n for B) in the operand's own global
+// layout: lines along the operand's unit-stride dimension (k for row-major A / column-major B,
+// x otherwise), so global memory is copied straight in, 16 bytes at a time, with no transposing
+// stores. The fragment loads then read it either way (ldmatrix / ldmatrix.trans / scalar).
+#pragma once
+
+#include <cstdint>
+
+#include "gemm_common.cuh"
+#include "ptx.cuh"
+
+namespace tiledmm {
+
+// kLines lines of kLineElems elements. Each line is a whole number of 128-byte rows of eight
+// 16-byte chunks; chunk c of line l is stored at c ^ p(l), p = 0,2,4,6,1,3,5,7 over l % 8.
+// With that permutation the reads of the kernel hit distinct banks: eight lines at one chunk
+// (ldmatrix), four lines at two adjacent chunks (TF32 fragments across lines), and eight lines
+// at two chunks or four lines at four chunks (float64) in the minimum two wavefronts.
+template <typename T, int kLines_, int kLineElems_>
+struct SwizzledTile {
+  static constexpr int kLines = kLines_, kLineElems = kLineElems_;
+  static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kElems = kLines * kLineElems;
+  static_assert(kLineElems * sizeof(T) % 128 == 0, "lines must be whole 128-byte rows");
+
+  __device__ __forceinline__ static int offset(int line, int e) {
+    const int pattern = ((line & 3) << 1) | ((line >> 2) & 1);
+    const int chunk = (e / kChunkElems) ^ pattern;
+    return line * kLineElems + chunk * kChunkElems + e % kChunkElems;
+  }
+};
+
+// How global memory reaches a stage.
+enum class LoadMode : int {
+  kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
+  kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment)
+  kStaged = 2,   // 16-bit types with any alignment: element loads into registers, one 16-byte
+                 // shared store per chunk after the math of the current stage (cp.async has no
+                 // 2-byte form)
+};
+
+// Loads one operand's tiles into stages. kAlongK: the operand's unit-stride dimension is k.
+// A thread owns kPerThread chunks of a tile: one chunk column, lines kLineStep apart, so it keeps
+// one running pointer and fixed line offsets.
+template <typename T, int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
+struct StageLoader {
+  using Tile = SwizzledTile<T, kAlongK ? BX : BK, kAlongK ? BK : BX>;
+  static constexpr int E = Tile::kChunkElems;
+  static constexpr int kChunksPerLine = Tile::kLineElems / E;
+  static constexpr int kLineStep = kThreads / kChunksPerLine;
+  static constexpr int kPerThread = Tile::kLines / kLineStep;
+  static_assert(kThreads % kChunksPerLine == 0 && Tile::kLines % kLineStep == 0,
+                "the block's threads must cover the tile in whole lines");
+  static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
+
+  struct alignas(16) Chunk {
+    T v[E];
+  };
+  Chunk staged[kMode == LoadMode::kStaged ? kPerThread : 1];
+  const T* base;  // the matrix: the source address of zero-filled (out-of-range) copies
+  const T* ptr;   // this thread's first element of the next tile
+  int64_t ld;
+  int line, e;    // this thread's first line and its chunk's first element within a line
+
+  // The operand's matrix at base with leading dimension ld; its first tile at (x0, k0).
+  __device__ __forceinline__ void start(const T* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
+    base = base_;
+    ld = ld_;
+    line = tid / kChunksPerLine;
+    e = (tid % kChunksPerLine) * E;
+    ptr = kAlongK ? base + (x0 + line) * ld + k0 + e : base + (k0 + line) * ld + x0 + e;
+  }
+
+  // Starts loading the next tile (into `stage`, or into registers for kStaged). x_left, k_left:
+  // the matrix extent left from the tile's origin; zeros are loaded beyond it.
+  __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
+    const int64_t line_left = kAlongK ? x_left : k_left;
+    const int64_t elem_left = (kAlongK ? k_left : x_left) - e;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int l = line + i * kLineStep;
+      const bool line_ok = l < line_left;
+      const T* src = ptr + i * (kLineStep * ld);
+      T* dst = stage + Tile::offset(l, e);
+      if constexpr (kMode == LoadMode::kVector) {
+        // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
+        const bool ok = line_ok && elem_left > 0;
+        ptx::cp_async<16>(dst, ok ? src : base, ok);
+      } else {
+#pragma unroll
+        for (int v = 0; v < E; ++v) {
+          const bool ok = line_ok && v < elem_left;
+          if constexpr (kMode == LoadMode::kElement) {
+            ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
+          } else {
+            staged[i].v[v] = ok ? src[v] : from_acc<T>(0.0f);
+          }
+        }
+      }
+    }
+    ptr += kAlongK ? BK : BK * ld;
+  }
+
+  // kStaged: writes the registers of the last fetch into `stage`.
+  __device__ __forceinline__ void deposit(T* stage) const {
+    if constexpr (kMode == LoadMode::kStaged) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i)
+        *reinterpret_cast<Chunk*>(stage + Tile::offset(line + i * kLineStep, e)) = staged[i];
+    }
+  }
+};
+
+}  // namespace tiledmm

@@ -1,0 +1,125 @@
+"""The precision argument: names, torch's setting, and on the GPU each mode's accuracy contract
+(README: "Precision"), on randn and on rand inputs, for K from 1 to 524288."""
+
+import pytest
+import torch
+
+import tiledmm
+from _util import operands, rel_err, requires_gpu, torch_product
+from tiledmm import _precision
+
+ops = torch.ops.tiledmm
+
+
+@pytest.fixture
+def torch_precision():
+    """Restores torch's float32 matmul settings after a test changes them."""
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.fp32_precision)
+    yield
+    torch.set_float32_matmul_precision(saved[0])
+    torch.backends.cuda.matmul.fp32_precision = saved[1]
+
+
+@pytest.mark.parametrize(
+    "setting,expected",
+    [("highest", "highest"), ("high", "tf32"), ("medium", "tf32")],
+)
+def test_none_follows_torchs_float32_matmul_precision(torch_precision, setting, expected):
+    torch.set_float32_matmul_precision(setting)
+    torch.backends.cuda.matmul.fp32_precision = "none"
+    assert _precision.resolve(None, torch.float32) == _precision.CODES[expected]
+
+
+@pytest.mark.parametrize("setting,expected", [("ieee", "highest"), ("tf32", "tf32")])
+def test_none_follows_torchs_cuda_fp32_precision_first(torch_precision, setting, expected):
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.cuda.matmul.fp32_precision = setting
+    assert _precision.resolve(None, torch.float32) == _precision.CODES[expected]
+
+
+def test_explicit_names_and_other_dtypes():
+    for name, code in _precision.CODES.items():
+        assert _precision.resolve(name, torch.float32) == code
+        assert _precision.resolve(name, torch.float64) == 0  # ignored: one path per other dtype
+    with pytest.raises(ValueError, match=r"precision must be None .* 'ieee', '3xtf32', 'tf32', 'highest'.*'fast'"):
+        tiledmm.matmul(torch.randn(2, 3), torch.randn(3, 4), precision="fast")
+
+
+def test_operator_rejects_unknown_codes():
+    with pytest.raises(RuntimeError, match="precision code 7 is not one of"):
+        ops.mm(torch.randn(2, 3), torch.randn(3, 4), 7)
+
+
+class _PrecisionLog(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the precision code of every tiledmm mm/bmm call."""
+
+    def __init__(self):
+        super().__init__()
+        self.codes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (ops.mm.default, ops.bmm.default):
+            self.codes.append(args[2] if len(args) > 2 else 0)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("precision", ["tf32", "ieee"])
+def test_backward_uses_the_forwards_precision(precision):
+    a = torch.randn(5, 7, requires_grad=True)
+    b = torch.randn(7, 3, requires_grad=True)
+    with _PrecisionLog() as log:
+        tiledmm.matmul(a, b, precision=precision).sum().backward()
+    assert log.codes == [_precision.CODES[precision]] * 3  # forward, dA, dB
+
+
+def test_linear_module_and_explain_carry_the_precision():
+    layer = tiledmm.nn.Linear(6, 4, precision="tf32")
+    with _PrecisionLog() as log:
+        layer(torch.randn(3, 6))
+    assert log.codes == [_precision.CODES["tf32"]]
+    assert "precision: tf32 (requested)" in tiledmm.explain(torch.randn(2, 3), torch.randn(3, 4), precision="tf32")
+
+
+# ---- GPU: the accuracy contract of each mode ----
+
+CONTRACT_KS = [1, 2, 7, 31, 32, 33, 64, 255, 1000, 4096, 8192, 8193, 65536, 524288]
+
+
+def _inputs(kind, m, k, n):
+    make = torch.randn if kind == "randn" else torch.rand
+    return make(m, k, device="cuda"), make(k, n, device="cuda")
+
+
+@requires_gpu
+@pytest.mark.parametrize("kind", ["randn", "rand"])
+@pytest.mark.parametrize("k", CONTRACT_KS)
+@pytest.mark.parametrize("precision", ["highest", "ieee", "3xtf32", "tf32"])
+def test_accuracy_contract(precision, k, kind):
+    """highest/ieee/3xtf32: within 2x torch.matmul's float32 error; tf32: within 2x torch's TF32
+    error. Explicit 3xtf32 below the dispatcher's K threshold is not float32-accurate: skipped."""
+    if precision == "3xtf32" and k < 32:
+        pytest.skip("3xtf32 is float32-accurate from K = 32 (below it, 'highest' runs the exact kernel)")
+    m, n = 96, 80
+    a, b = _inputs(kind, m, k, n)
+    ref = a.double() @ b.double()
+    err = rel_err(tiledmm.matmul(a, b, precision=precision), ref)
+    torch_err = rel_err(torch_product(a, b, tf32=precision == "tf32"), ref)
+    print(f"{precision} K={k} {kind}: tiledmm {err:.3e} torch {torch_err:.3e} ratio {err / torch_err:.2f}")
+    assert err <= 2 * torch_err, f"relative error {err:.3e} > 2x torch.matmul's {torch_err:.3e}"
+
+
+ANCHORS = [("square", 4096, 4096, 4096), ("standard", 2048, 8192, 4096), ("transA", 2048, 8192, 4096),
+           ("irregular", 8205, 2949, 5921), ("smallK", 32768, 64, 32768)]
+
+
+@requires_gpu
+@pytest.mark.parametrize("name,m,k,n", ANCHORS, ids=[a[0] for a in ANCHORS])
+def test_anchor_problems_pass_kernelbench_allclose_on_rand(name, m, k, n):
+    """The five problems with their original torch.rand inputs, at the default precision."""
+    if name == "transA":
+        a, b = torch.rand(k, m, device="cuda").T, torch.rand(k, n, device="cuda")
+    else:
+        a, b = torch.rand(m, k, device="cuda"), torch.rand(k, n, device="cuda")
+    out = tiledmm.matmul(a, b)
+    expected = torch_product(a, b)
+    assert torch.allclose(out, expected, atol=1e-4, rtol=1e-4), (out - expected).abs().max().item()

@@ -1,0 +1,44 @@
+"""How tiledmm computes float32 products: the ``precision`` argument, torch's own setting, and
+the codes the operators take (``Precision`` in kernels/gemm_problem.h).
+
+- ``"highest"``: float32 accuracy by the fastest path that has it: 3xTF32 on the tensor cores,
+  or the exact kernel where K is too short for 3xTF32 to match float32 (the dispatcher decides).
+- ``"ieee"``: exact float32 fused multiply-adds on CUDA cores.
+- ``"3xtf32"``: always 3xTF32 (three TF32 tensor-core products per step, float32 partial sums).
+- ``"tf32"``: inputs rounded to TF32 (10-bit mantissa), one tensor-core product: about 1e-4
+  relative error, like torch's TF32.
+- ``None``: follow torch: ``torch.backends.cuda.matmul.fp32_precision`` ("ieee" -> "highest",
+  "tf32" -> "tf32"), or where that is "none", ``torch.get_float32_matmul_precision()``
+  ("highest" -> "highest", "high" and "medium" -> "tf32").
+
+Only float32 inputs are affected; the CPU backend computes exact float32 whatever the precision.
+"""
+
+import torch
+
+CODES = {"ieee": 0, "3xtf32": 1, "tf32": 2, "highest": 3}
+NAMES = {code: name for name, code in CODES.items()}
+_FROM_TORCH = {"ieee": "highest", "highest": "highest", "tf32": "tf32", "high": "tf32", "medium": "tf32"}
+
+
+# Under torch.compile the setting is read once, when the graph is traced (dynamo cannot trace its
+# getter), as torch.matmul's own precision is.
+@torch.compiler.assume_constant_result
+def torch_setting() -> str:
+    """The precision name torch's current float32 matmul setting corresponds to."""
+    setting = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
+    if setting in (None, "none"):
+        setting = torch.get_float32_matmul_precision()
+    return _FROM_TORCH[setting]
+
+
+def resolve(precision, dtype: torch.dtype) -> int:
+    """The operator code for ``precision`` (a name or None) applied to inputs of ``dtype``."""
+    if precision is not None and precision not in CODES:
+        raise ValueError(
+            f"tiledmm: precision must be None (follow torch's setting) or one of "
+            f"{', '.join(repr(n) for n in CODES)}; got {precision!r}"
+        )
+    if dtype != torch.float32:
+        return CODES["ieee"]  # ignored for other dtypes
+    return CODES[torch_setting() if precision is None else precision]
