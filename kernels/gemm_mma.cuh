@@ -39,11 +39,7 @@ constexpr int mma_smem_bytes() {
 template <typename T, bool kAlongK>
 constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
-template <bool kFirst, typename X>
-__device__ __forceinline__ X& pick(X& first, X& second) {
-  if constexpr (kFirst) return first;
-  else return second;
-}
+
 
 // The A fragment of the M x K instruction tile at (m_base, k_base) of a stage.
 template <class Math, class Stage, bool kAlongK>
@@ -126,6 +122,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   using Acc = typename Math::Acc;
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
   constexpr int M = Math::M, K = Math::K;
+  // K steps unrolled together: unrolled further, ptxas hoists every step's fragment loads at once
+  // and runs out of registers.
+  constexpr int kStepUnroll = Math::kStepUnroll;
   constexpr int MT = Tile::WTM / M, NT = Tile::WTN / 8, kCRegs = M * 8 / 32;
   static_assert(Tile::WTM % M == 0 && Tile::WTN % 16 == 0 && BK % K == 0, "whole instruction tiles");
   using ALoader = StageLoader<T, BM, BK, Tile::kThreads, kARowMajor, kAMode>;
@@ -157,15 +156,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     const T* b = args.b + matrix * args.batch_stride_b;
     for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
       const int64_t m0 = mt * BM;
-      // acc: the result; part: the current k-tile's product, for paths that promote (kPromote).
-      Acc acc[MT][NT][kCRegs], part[MT][NT][kCRegs];
+      Acc acc[MT][NT][kCRegs];
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < NT; ++j)
 #pragma unroll
-          for (int r = 0; r < kCRegs; ++r) acc[i][j][r] = part[i][j][r] = Acc(0);
-      auto& sum = pick<Math::kPromote>(part, acc);
+          for (int r = 0; r < kCRegs; ++r) acc[i][j][r] = Acc(0);
 
       __syncthreads();  // the previous work item's warps are done with the stages
       a_loader.start(a, args.lda, m0, k_begin, tid);
@@ -195,7 +192,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
         const T* as = a_stages + stage * AStage::kElems;
         const T* bs = b_stages + stage * BStage::kElems;
-#pragma unroll 1  // unrolled, the k-steps' fragments would be hoisted together: register spills
+#pragma unroll kStepUnroll
         for (int kk = 0; kk < BK; kk += K) {
           AOperand af[MT];
           BOperand bf[NT];
@@ -217,18 +214,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 #pragma unroll
           for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int j = 0; j < NT; ++j) Math::mma(sum[i][j], af[i], bf[j]);
-        }
-        if constexpr (Math::kPromote) {
+            for (int j = 0; j < NT; ++j) {
+              if constexpr (Math::kPromote) {
+                // This step's product starts from zero and is added in float32 (see Math).
+                Acc step[kCRegs] = {};
+                Math::mma(step, af[i], bf[j]);
 #pragma unroll
-          for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-#pragma unroll
-              for (int r = 0; r < kCRegs; ++r) {
-                acc[i][j][r] += part[i][j][r];
-                part[i][j][r] = Acc(0);
+                for (int r = 0; r < kCRegs; ++r) acc[i][j][r] += step[r];
+              } else {
+                Math::mma(acc[i][j], af[i], bf[j]);
               }
+            }
         }
         if (next < k_tiles) {
           a_loader.deposit(a_stages + next_stage * AStage::kElems);

@@ -26,7 +26,7 @@ struct Tf32Math {
   using T = float;
   using Acc = float;
   using Reg = uint32_t;
-  static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2;
+  static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2, kStepUnroll = 2;
   static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName = "TF32 tensor cores (mma.sync m16n8k8)";
   template <int R>
@@ -48,15 +48,16 @@ struct Tf32Math {
 // 3xTF32: x = big + small with big = tf32(x) and small = tf32(x - big), so that
 // a * b ~ a_big * b_big + a_big * b_small + a_small * b_big (the dropped a_small * b_small is
 // below float32's rounding). The small products go first, while the partial sum is small.
-// The tensor cores' float32 additions truncate rather than round, so their error grows with
-// the length of a chain of products: each k-tile's partial product starts from zero and is added
-// into a separate float32 accumulator (kPromote). Non-finite inputs break the split (inf - inf),
-// so NaN results are recomputed exactly (kRecomputeNaN).
+// The tensor cores' float32 additions truncate rather than round, so a chain of products
+// accumulated in them drifts (by up to an ulp per instruction, always toward zero: on
+// all-positive data the error grows with K). So each K step's three products start from zero
+// and their sum is added to the result on the CUDA cores, rounded (kPromote). Non-finite inputs
+// break the split (inf - inf), so NaN results are recomputed exactly (kRecomputeNaN).
 struct Split3xTf32Math {
   using T = float;
   using Acc = float;
   using Reg = uint32_t;
-  static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2;
+  static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2, kStepUnroll = 1;
   static constexpr bool kPromote = true, kRecomputeNaN = true;
   static constexpr const char* kName =
       "3xTF32 tensor cores (mma.sync m16n8k8, three products per step, float32 partial sums)";
@@ -91,7 +92,7 @@ struct HalfMath {
   using Acc = float;
   using Reg = uint32_t;
   static constexpr bool kBf16 = std::is_same_v<T_, __nv_bfloat16>;
-  static constexpr int M = 16, K = 16, kARegs = 4, kBRegs = 2;
+  static constexpr int M = 16, K = 16, kARegs = 4, kBRegs = 2, kStepUnroll = 2;
   static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName =
       kBf16 ? "bfloat16 tensor cores (mma.sync m16n8k16, float32 accumulation)"
@@ -114,7 +115,7 @@ struct DoubleMath {
   using T = double;
   using Acc = double;
   using Reg = double;
-  static constexpr int M = 8, K = 4, kARegs = 1, kBRegs = 1;
+  static constexpr int M = 8, K = 4, kARegs = 1, kBRegs = 1, kStepUnroll = 4;
   static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName = "float64 tensor cores (DMMA, mma.sync m8n8k4)";
   template <int R>

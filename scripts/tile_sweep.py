@@ -1,8 +1,8 @@
-"""Times every tile configuration of the float32 dispatcher table on a few problems (K unsplit
-unless the dispatcher would split it), against torch.matmul, with the error of each: the data for
-choosing tile shapes.
+"""Times every tile configuration of one path's dispatcher table on a few problems (K unsplit
+unless the dispatcher would split it), against torch.matmul at the same dtype and precision,
+with the error of each: the data for choosing tile shapes.
 
-    python scripts/tile_sweep.py [--problems square smallK ...] [--reps 10]
+    python scripts/tile_sweep.py [--problems square smallK ...] [--dtype bfloat16] [--precision tf32]
 """
 
 import argparse
@@ -10,19 +10,33 @@ import argparse
 import torch
 
 import tiledmm  # noqa: F401
+from tiledmm import _precision
 from tiledmm.bench.problems import PROBLEMS
-from tiledmm.bench.timing import median_ms
+from tiledmm.bench.timing import median_ms, torch_precision
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--problems", nargs="*", default=["square", "transA", "irregular", "smallK"])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
+    parser.add_argument("--precision", default="ieee", choices=list(_precision.CODES))
     args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    code = _precision.resolve(args.precision, dtype)
     torch.manual_seed(0)
+    with torch_precision(args.precision if dtype == torch.float32 else "n/a"):
+        sweep(args, dtype, code)
+
+
+def sweep(args, dtype, code):
+    print(f"{args.dtype} precision {args.precision if dtype == torch.float32 else 'n/a'}")
     for problem in (p for p in PROBLEMS if p.name in args.problems):
-        a = torch.randn(problem.k, problem.m, device="cuda").T if problem.layout[0] == "t" else torch.randn(problem.m, problem.k, device="cuda")
-        b = torch.randn(problem.n, problem.k, device="cuda").T if problem.layout[1] == "t" else torch.randn(problem.k, problem.n, device="cuda")
+        def make(rows, cols):
+            return torch.randn(rows, cols, device="cuda", dtype=dtype)
+
+        a = make(problem.k, problem.m).T if problem.layout[0] == "t" else make(problem.m, problem.k)
+        b = make(problem.n, problem.k).T if problem.layout[1] == "t" else make(problem.k, problem.n)
         ref = torch.matmul(a.double(), b.double())
         flops = 2.0 * problem.m * problem.n * problem.k
         torch_ms = median_ms(lambda: torch.matmul(a, b), "cuda", 1, args.reps)
@@ -30,11 +44,11 @@ def main():
         tile = 0
         while True:
             try:
-                out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0)[0]
+                out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0, code)[0]
             except RuntimeError:
                 break
             err = ((out.double() - ref).norm() / ref.norm()).item()
-            ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0), "cuda", 1, args.reps)
+            ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0, code), "cuda", 1, args.reps)
             print(f"  tile {tile}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  {torch_ms / ms:5.2f}x torch  err {err:.2e}", flush=True)
             tile += 1
         del a, b, ref, out

@@ -9,7 +9,6 @@ prints a table. Without a GPU it runs a small CPU comparison instead.
 """
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
@@ -22,7 +21,7 @@ import torch
 import tiledmm
 
 from .problems import CPU_PROBLEMS, PROBLEMS
-from .timing import L2Flush, median_ms, rel_err
+from .timing import L2Flush, median_ms, rel_err, torch_precision
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # float32 precisions. torch runs its float32-accurate default for all but "tf32", where it runs TF32.
@@ -35,18 +34,6 @@ def operands(problem, dtype, device):
     a = torch.randn(a_shape, dtype=dtype, device=device)
     b = torch.randn(b_shape, dtype=dtype, device=device)
     return (a.T if problem.layout[0] == "t" else a), (b.T if problem.layout[1] == "t" else b)
-
-
-@contextlib.contextmanager
-def torch_precision(precision):
-    """torch.matmul's float32 mode for a row: TF32 for "tf32", else float32-accurate. Uses torch's
-    new TF32 API only (mixing it with allow_tf32 makes torch raise)."""
-    previous = torch.backends.cuda.matmul.fp32_precision
-    torch.backends.cuda.matmul.fp32_precision = "tf32" if precision == "tf32" else "ieee"
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.fp32_precision = previous
 
 
 def implementations(precision):

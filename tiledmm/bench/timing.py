@@ -1,5 +1,6 @@
 """Timing and error measurement for the benchmark."""
 
+import contextlib
 import statistics
 import time
 
@@ -46,3 +47,15 @@ def median_ms(fn, device, warmup, reps, flush=None):
 def rel_err(out, ref):
     """||out - ref|| / ||ref|| in float64."""
     return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+@contextlib.contextmanager
+def torch_precision(precision):
+    """torch.matmul's float32 mode for a row: TF32 for "tf32", else float32-accurate. Uses torch's
+    new TF32 API only (mixing it with allow_tf32 makes torch raise)."""
+    previous = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if precision == "tf32" else "ieee"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = previous
