@@ -41,7 +41,8 @@ struct GemmArgs {
   int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
 };
 
-// Two adjacent outputs (an even column of an even-width row) in one store.
+// Two adjacent outputs (an even column of an even-width row, or a shared-memory tile) in one
+// store.
 template <typename Out, typename Acc>
 __device__ __forceinline__ void store_pair(Out* p, Acc v0, Acc v1) {
   if constexpr (std::is_same_v<Out, float>) {

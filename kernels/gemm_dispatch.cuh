@@ -65,33 +65,33 @@ struct ExactFloatFamily {
 // registers, which the 128 x 256 tile cannot spare.
 template <class Math>
 struct MmaTileTable;
+// Chosen from scripts/tile_sweep.py on an H200 (bench/NOTES.md). Tiles with two blocks per SM
+// (the last argument) trade a few spilled registers for occupancy: measured faster.
 template <typename Half>
 struct MmaTileTable<HalfMath<Half>> {
-  using Tiles = std::tuple<MmaTile<128, 256, 64, 2, 4, 3>, MmaTile<128, 128, 64, 2, 4, 3, 2>,
-                           MmaTile<128, 128, 64, 2, 4, 2, 2>, MmaTile<64, 64, 64, 2, 2, 3, 2>,
-                           MmaTile<128, 256, 64, 4, 4, 3>, MmaTile<256, 128, 64, 4, 2, 3>>;
+  using Tiles = std::tuple<MmaTile<256, 128, 64, 4, 2, 3>, MmaTile<128, 128, 64, 2, 4, 3, 2>,
+                           MmaTile<128, 128, 64, 2, 4, 2, 2>, MmaTile<64, 64, 64, 2, 2, 3, 2>>;
   using FallbackTiles = std::tuple<MmaTile<128, 128, 64, 2, 4, 3>, MmaTile<128, 128, 64, 2, 4, 3>,
                                    MmaTile<128, 128, 64, 2, 4, 2>, MmaTile<64, 64, 64, 2, 2, 3>>;
 };
 template <>
 struct MmaTileTable<Tf32Math> {
-  using Tiles = std::tuple<MmaTile<128, 256, 32, 4, 4, 3>, MmaTile<128, 128, 32, 2, 4, 3, 2>,
+  using Tiles = std::tuple<MmaTile<128, 128, 32, 2, 4, 3, 2>, MmaTile<128, 128, 32, 2, 4, 3, 2>,
                            MmaTile<128, 128, 32, 2, 4, 2, 2>, MmaTile<64, 64, 32, 2, 2, 3, 2>>;
   using FallbackTiles = Tiles;
 };
-// 3xTF32 splits every fragment in two, so its warps take 32 x 32 tiles.
+// 3xTF32 splits every fragment in two: small warp tiles, and many blocks per SM for latency.
 template <>
 struct MmaTileTable<Split3xTf32Math> {
-  using Tiles = std::tuple<MmaTile<128, 128, 32, 2, 4, 3>, MmaTile<64, 128, 32, 2, 4, 3, 2>,
-                           MmaTile<64, 128, 32, 2, 4, 2, 2>, MmaTile<64, 64, 32, 2, 2, 3, 2>,
-                           MmaTile<128, 64, 32, 4, 2, 3, 2>, MmaTile<128, 128, 32, 4, 4, 3>>;
+  using Tiles = std::tuple<MmaTile<64, 64, 32, 2, 2, 3, 2>, MmaTile<64, 128, 32, 2, 4, 3, 2>,
+                           MmaTile<64, 128, 32, 2, 4, 2, 2>, MmaTile<64, 64, 32, 2, 2, 3, 2>>;
   using FallbackTiles = Tiles;
 };
 template <>
 struct MmaTileTable<DoubleMath> {
-  using Tiles = std::tuple<MmaTile<128, 128, 16, 4, 2, 3>, MmaTile<64, 128, 16, 2, 4, 3, 2>,
-                           MmaTile<64, 128, 16, 2, 4, 2, 2>, MmaTile<64, 64, 16, 2, 2, 3, 2>,
-                           MmaTile<128, 128, 16, 4, 4, 3>>;
+  using Tiles = std::tuple<MmaTile<128, 128, 16, 4, 2, 3>, MmaTile<64, 128, 16, 2, 4, 3>,
+                           MmaTile<64, 128, 16, 2, 4, 2>, MmaTile<64, 64, 16, 2, 2, 3>,
+                           MmaTile<128, 64, 16, 4, 2, 3>, MmaTile<64, 64, 16, 2, 2, 3, 2>>;
   using FallbackTiles = Tiles;
 };
 

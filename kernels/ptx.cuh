@@ -92,4 +92,25 @@ __device__ __forceinline__ void mma_f64_8x8x4(double (&d)[2], const double (&a)[
                : "d"(a[0]), "d"(b[0]));
 }
 
+// Hopper (sm_90) added m16n8k{4,8,16} shapes for float64, at twice m8n8k4's rate. Its fragments
+// are four m8n8k4 fragments (rows +0/+8, k +0/+4), which is how it runs on Ampere.
+__device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)[4],
+                                               const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  double(&top)[2] = *reinterpret_cast<double(*)[2]>(&d[0]);
+  double(&bottom)[2] = *reinterpret_cast<double(*)[2]>(&d[2]);
+  mma_f64_8x8x4(top, {a[0]}, {b[0]});
+  mma_f64_8x8x4(top, {a[2]}, {b[1]});
+  mma_f64_8x8x4(bottom, {a[1]}, {b[0]});
+  mma_f64_8x8x4(bottom, {a[3]}, {b[1]});
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#endif
+}
+
+
 }  // namespace tiledmm::ptx

@@ -16,16 +16,22 @@ constexpr int kIters = 4096;
 template <int kKind>
 __global__ void probe(float* sink) {
   float acc[kChains][4] = {};
-  double dacc[kChains][2] = {};
+  double dacc[kChains][4] = {};
   const uint32_t x = threadIdx.x * 0x9e3779b9u;
   const uint32_t a[4] = {x, x ^ 1u, x ^ 2u, x ^ 3u}, b[2] = {x ^ 5u, x ^ 7u};
-  const double da[1] = {1.0 + threadIdx.x}, db[1] = {0.5};
+  const double da[4] = {1.0 + threadIdx.x, 1.0, 2.0, 3.0}, db[2] = {0.5, 0.25};
   for (int it = 0; it < kIters; ++it) {
 #pragma unroll
     for (int c = 0; c < kChains; ++c) {
       if constexpr (kKind == 0) tiledmm::ptx::mma_16bit_16x8x16<true>(acc[c], a, b);
       if constexpr (kKind == 1) tiledmm::ptx::mma_tf32_16x8x8(acc[c], a, b);
-      if constexpr (kKind == 2) tiledmm::ptx::mma_f64_8x8x4(dacc[c], da, db);
+      if constexpr (kKind == 2) {
+        double(&d2)[2] = *reinterpret_cast<double(*)[2]>(dacc[c]);
+        const double(&a1)[1] = *reinterpret_cast<const double(*)[1]>(da);
+        const double(&b1)[1] = *reinterpret_cast<const double(*)[1]>(db);
+        tiledmm::ptx::mma_f64_8x8x4(d2, a1, b1);
+      }
+      if constexpr (kKind == 3) tiledmm::ptx::mma_f64_16x8x8(dacc[c], da, db);
     }
   }
   float s = 0;
@@ -59,5 +65,6 @@ int main() {
   std::printf("mma.sync m16n8k16 bf16: %.0f TFLOP/s\n", tflops<0>(sms, 2.0 * 16 * 8 * 16));
   std::printf("mma.sync m16n8k8 tf32:  %.0f TFLOP/s\n", tflops<1>(sms, 2.0 * 16 * 8 * 8));
   std::printf("mma.sync m8n8k4 f64:    %.1f TFLOP/s\n", tflops<2>(sms, 2.0 * 8 * 8 * 4));
+  std::printf("mma.sync m16n8k8 f64:   %.1f TFLOP/s\n", tflops<3>(sms, 2.0 * 16 * 8 * 8));
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
