@@ -90,8 +90,7 @@ struct MmaTileTable<Split3xTf32Math> {
 template <>
 struct MmaTileTable<DoubleMath> {
   using Tiles = std::tuple<MmaTile<128, 128, 16, 4, 2, 3>, MmaTile<64, 128, 16, 2, 4, 3>,
-                           MmaTile<64, 128, 16, 2, 4, 2>, MmaTile<64, 64, 16, 2, 2, 3>,
-                           MmaTile<128, 64, 16, 4, 2, 3>, MmaTile<64, 64, 16, 2, 2, 3, 2>>;
+                           MmaTile<64, 64, 16, 2, 2, 3, 2>, MmaTile<64, 64, 16, 2, 2, 3, 2>>;
   using FallbackTiles = Tiles;
 };
 

@@ -9,15 +9,24 @@ against the GPU's peak for that dtype (right). Needs matplotlib for the PNG.
 import argparse
 import json
 
-# Dense peaks of an H100/H200 SXM (datasheet, TFLOP/s), for the chart's reference lines.
-PEAK_TFLOPS = {"float32": 67.0, "float64": 67.0, "float16": 990.0, "bfloat16": 990.0}
+# Dense peaks of an H100/H200 SXM (datasheet, TFLOP/s) per series (dtype, and precision for
+# float32), for the chart's reference lines: float32 'ieee' on CUDA cores, TF32 tensor cores,
+# 3xTF32 (three TF32 products per float32 product; 'highest' runs it), 16-bit and FP64 tensor cores.
+PEAK_TFLOPS = {"float32 ieee": 67.0, "float32 highest": 165.0, "float32 3xtf32": 165.0,
+               "float32 tf32": 495.0, "float64": 67.0, "float16": 990.0, "bfloat16": 990.0}
+
+
+def series(row):
+    """The chart series of a row: the dtype, with the precision for float32."""
+    return row["dtype"] if row["precision"] == "n/a" else f"{row['dtype']} {row['precision']}"
 
 
 def pairs(result, pass_="fwd"):
-    """(tiledmm row, torch row) per problem and dtype, for one pass."""
+    """(tiledmm row, torch row) per problem, dtype and precision, for one pass."""
     rows = [r for r in result["rows"] if r["pass"] == pass_]
+    same = ("problem", "dtype", "precision")
     for t in (r for r in rows if r["impl"] == "tiledmm"):
-        yield t, next(r for r in rows if r["impl"] == "torch" and r["problem"] == t["problem"] and r["dtype"] == t["dtype"])
+        yield t, next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in same))
 
 
 def markdown(result):
@@ -25,13 +34,13 @@ def markdown(result):
         f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
         f"{', cold L2' if result.get('cold_l2') else ''}:",
         "",
-        "| problem | m, k, n | layout | dtype | pass | tiledmm ms | torch ms | speedup | tiledmm TFLOP/s | error tiledmm | error torch |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | tiledmm TFLOP/s | error tiledmm | error torch |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for pass_ in ("fwd", "fwd+bwd"):
         for t, ref in pairs(result, pass_):
             lines.append(
-                f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {pass_} | "
+                f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {t['precision']} | {pass_} | "
                 f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {t['tflops']:.1f} | "
                 f"{t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
             )
@@ -45,12 +54,12 @@ def chart(result, path):
     import matplotlib.pyplot as plt
 
     fwd = list(pairs(result, "fwd"))
-    dtypes = sorted({t["dtype"] for t, _ in fwd}, key=list(PEAK_TFLOPS).index)
+    dtypes = sorted({series(t) for t, _ in fwd}, key=list(PEAK_TFLOPS).index)
     problems = list(dict.fromkeys(t["problem"] for t, _ in fwd))
     width = 0.8 / len(dtypes)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(16, 5.5))
     for i, dtype in enumerate(dtypes):
-        by_problem = {t["problem"]: (t, ref) for t, ref in fwd if t["dtype"] == dtype}
+        by_problem = {t["problem"]: (t, ref) for t, ref in fwd if series(t) == dtype}
         xs = [j + i * width for j, p in enumerate(problems) if p in by_problem]
         present = [p for p in problems if p in by_problem]
         left.bar(xs, [by_problem[p][0]["speedup"] for p in present], width, label=dtype)
@@ -63,7 +72,7 @@ def chart(result, path):
     left.axhline(1.0, color="black", linewidth=0.8)
     left.set_ylabel("speed relative to torch.matmul (higher is better)")
     left.set_title("tiledmm / torch.matmul, forward")
-    left.legend()
+    left.legend(fontsize=8)
     right.set_yscale("log")
     right.set_ylabel("TFLOP/s")
     right.set_title("throughput against the GPU's peak")
