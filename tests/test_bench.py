@@ -22,7 +22,7 @@ def test_bench_writes_results_and_report(tmp_path):
     assert {(r["pass"], r["impl"]) for r in rows} == {(p, i) for p in ("fwd", "fwd+bwd") for i in ("torch", "tiledmm")}
     for row in rows:
         assert ROW_KEYS <= set(row), row
-        assert row["ms"] > 0 and 0 < row["rel_err"] < 1e-5, row
+        assert row["ms"] > 0 and 0 < row["rel_err"] < (1e-3 if row["precision"] == "tf32" else 1e-5), row
         assert ("speedup" in row) == (row["impl"] == "tiledmm")
     report = subprocess.run([sys.executable, "-m", "tiledmm.bench.report", str(path)], check=True,
                             capture_output=True, text=True, cwd=tmp_path).stdout
