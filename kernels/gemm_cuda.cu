@@ -45,7 +45,7 @@ void gemm_cuda(const GemmProblem& p) {
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
   const int num_sms = multiprocessors(p.device_index);
   with_device_type(p.dtype, [&](auto* type) {
-    with_family<std::remove_pointer_t<decltype(type)>>(p, [&](auto family, const auto&) {
+    with_family<std::remove_pointer_t<decltype(type)>>(p, num_sms, [&](auto family, const auto&) {
       run_family<decltype(family)>(p, static_cast<cudaStream_t>(stream), num_sms);
     });
   });
@@ -55,7 +55,7 @@ std::string describe_cuda(const GemmProblem& p) {
   const int num_sms = multiprocessors(p.device_index);
   return with_device_type(p.dtype, [&](auto* type) {
     std::string text;
-    with_family<std::remove_pointer_t<decltype(type)>>(p, [&](auto family, const auto& why) {
+    with_family<std::remove_pointer_t<decltype(type)>>(p, num_sms, [&](auto family, const auto& why) {
       text = "path: " + std::string(why) + "\n" + describe_family<decltype(family)>(p, num_sms);
     });
     return text;

@@ -319,14 +319,24 @@ std::string describe_family(const GemmProblem& p, int num_sms) {
   return s.str();
 }
 
-// Below this K, 'highest' runs the exact kernel: 3xTF32 drops the small x small product and
-// the tensor cores truncate their sums, which short dot products do not average out.
+// 'highest' (float32 accuracy by the fastest path that has it) runs the exact kernel where that
+// is both as accurate as cuBLAS and faster than 3xTF32: outputs that fill the GPU, which both
+// sum along K in one pass (on an H200, mma.sync's TF32 rate caps 3xTF32 at 108 TFLOP/s, and it
+// ran at 0.64-0.81x of the exact kernel there: bench/NOTES.md). Smaller outputs get 3xTF32,
+// whose accuracy does not depend on how K is split; so do short K below kMin3xTf32K, where
+// 3xTF32's dropped small x small product and truncated tensor-core sums do not average out.
 constexpr int64_t kMin3xTf32K = 32;
+
+inline bool exact_fills_gpu(const GemmProblem& p, int num_sms) {
+  using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
+  return ((p.m + Medium::BM - 1) / Medium::BM) * ((p.n + Medium::BN - 1) / Medium::BN) * p.batch >=
+         num_sms;
+}
 
 // The path of a problem: calls f(Family{}, why) for the family its dtype and precision select.
 // T: the device storage type.
 template <typename T, typename F>
-void with_family(const GemmProblem& p, F&& f) {
+void with_family(const GemmProblem& p, int num_sms, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
     switch (p.precision) {
       case Precision::k3xTf32:
@@ -334,11 +344,16 @@ void with_family(const GemmProblem& p, F&& f) {
       case Precision::kTf32:
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:
-        if (p.k >= kMin3xTf32K)
-          return f(MmaFamily<Split3xTf32Math>{},
-                   "precision highest: float32 accuracy, fastest as 3xTF32 on tensor cores");
-        return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
-                                         " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
+        if (p.k < kMin3xTf32K)
+          return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
+                                           " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
+        if (exact_fills_gpu(p, num_sms))
+          return f(ExactFloatFamily{},
+                   "precision highest: the output fills the GPU, where the exact kernel is as "
+                   "accurate as cuBLAS and faster than 3xTF32 on mma.sync");
+        return f(MmaFamily<Split3xTf32Math>{},
+                 "precision highest: a small output, where 3xTF32 keeps float32 accuracy however K "
+                 "is split");
       default:
         return f(ExactFloatFamily{}, "precision ieee: exact float32 arithmetic");
     }

@@ -41,17 +41,6 @@ constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
 
 
-// The k (within an instruction's K) of a thread's j-th k-slot, for fragments loaded one element
-// at a time. The instruction's layout is k = t4 + j K/2; a product is the same sum over any
-// consistent relabelling of k, so paths whose A and B are both loaded here (kPairedK) use
-// k = 2 t4 + j instead, which puts a thread's two k-slots side by side: one 16-byte load where k
-// is the unit-stride dimension.
-template <class Math>
-__device__ __forceinline__ int a_fragment_k(int t4, int j) {
-  if constexpr (Math::kPairedK) return 2 * t4 + j;
-  else return t4 + (Math::K / 2) * j;
-}
-
 // The A fragment of the M x K instruction tile at (m_base, k_base) of a stage.
 template <class Math, class Stage, bool kAlongK>
 __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
@@ -68,21 +57,12 @@ __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
     } else {
       ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j / 2), m_base + 8 * (j % 2)));
     }
-  } else if constexpr (Math::kPairedK && kAlongK) {
-    // Registers 0 and 2 (rows +0) and 1 and 3 (rows +8) hold adjacent k: one 16-byte load each.
-    const int g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const double2 v = *reinterpret_cast<const double2*>(stage + Stage::offset(m_base + g + 8 * h, k_base + 2 * t4));
-      f.r[h] = v.x;
-      f.r[h + 2] = v.y;
-    }
   } else {
     static_assert(sizeof(T) == sizeof(typename Math::Reg), "one element per register");
     const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
     for (int i = 0; i < Math::kARegs; ++i) {
-      const int m = m_base + g + 8 * (i % 2), k = k_base + a_fragment_k<Math>(t4, i / 2);
+      const int m = m_base + g + 8 * (i % 2), k = k_base + t4 + (Math::K / 2) * (i / 2);
       const T v = stage[kAlongK ? Stage::offset(m, k) : Stage::offset(k, m)];
       if constexpr (sizeof(T) == 4) f.r[i] = __float_as_uint(v);
       else f.r[i] = v;
@@ -107,21 +87,13 @@ __device__ __forceinline__ Fragment<typename Math::Reg, 2 * Math::kBRegs> load_b
     } else {
       ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j % 2), n_base + 8 * (j / 2)));
     }
-  } else if constexpr (Math::kPairedK && kAlongK) {
-    const int g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const double2 v = *reinterpret_cast<const double2*>(stage + Stage::offset(n_base + 8 * q + g, k_base + 2 * t4));
-      f.r[2 * q] = v.x;
-      f.r[2 * q + 1] = v.y;
-    }
   } else {
     const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
     for (int q = 0; q < 2; ++q)
 #pragma unroll
       for (int i = 0; i < Math::kBRegs; ++i) {
-        const int n = n_base + 8 * q + g, k = k_base + a_fragment_k<Math>(t4, i);
+        const int n = n_base + 8 * q + g, k = k_base + t4 + (Math::K / 2) * i;
         const T v = stage[kAlongK ? Stage::offset(n, k) : Stage::offset(k, n)];
         if constexpr (sizeof(T) == 4) f.r[q * Math::kBRegs + i] = __float_as_uint(v);
         else f.r[q * Math::kBRegs + i] = v;

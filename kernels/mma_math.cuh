@@ -27,7 +27,7 @@ struct Tf32Math {
   using Acc = float;
   using Reg = uint32_t;
   static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2, kStepUnroll = 2;
-  static constexpr bool kPromote = false, kRecomputeNaN = false, kPairedK = false;
+  static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName = "TF32 tensor cores (mma.sync m16n8k8)";
   template <int R>
   using Operand = Fragment<uint32_t, R>;
@@ -58,7 +58,7 @@ struct Split3xTf32Math {
   using Acc = float;
   using Reg = uint32_t;
   static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2, kStepUnroll = 1;
-  static constexpr bool kPromote = true, kRecomputeNaN = true, kPairedK = false;
+  static constexpr bool kPromote = true, kRecomputeNaN = true;
   static constexpr const char* kName =
       "3xTF32 tensor cores (mma.sync m16n8k8, three products per step, float32 partial sums)";
   template <int R>
@@ -93,7 +93,7 @@ struct HalfMath {
   using Reg = uint32_t;
   static constexpr bool kBf16 = std::is_same_v<T_, __nv_bfloat16>;
   static constexpr int M = 16, K = 16, kARegs = 4, kBRegs = 2, kStepUnroll = 2;
-  static constexpr bool kPromote = false, kRecomputeNaN = false, kPairedK = false;
+  static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName =
       kBf16 ? "bfloat16 tensor cores (mma.sync m16n8k16, float32 accumulation)"
             : "float16 tensor cores (mma.sync m16n8k16, float32 accumulation)";
@@ -111,14 +111,13 @@ struct HalfMath {
 };
 
 // float64 on the FP64 tensor cores (DMMA): IEEE double fused multiply-adds. m16n8k8, the shape
-// Hopper runs at twice the rate of m8n8k4 (scripts/mma_peak.cu); four m8n8k4 on Ampere. Both
-// operands' fragments are loaded element-wise, so k is relabelled for 16-byte loads (kPairedK).
+// Hopper runs at twice the rate of m8n8k4 (scripts/mma_peak.cu); four m8n8k4 on Ampere.
 struct DoubleMath {
   using T = double;
   using Acc = double;
   using Reg = double;
   static constexpr int M = 16, K = 8, kARegs = 4, kBRegs = 2, kStepUnroll = 2;
-  static constexpr bool kPromote = false, kRecomputeNaN = false, kPairedK = true;
+  static constexpr bool kPromote = false, kRecomputeNaN = false;
   static constexpr const char* kName = "float64 tensor cores (DMMA, mma.sync m16n8k8)";
   template <int R>
   using Operand = Fragment<double, R>;

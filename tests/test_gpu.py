@@ -73,9 +73,12 @@ def test_explain_names_the_kernel_and_reason():
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
     assert "one element at a time" in tiledmm.explain(*odd, precision="ieee")
     assert "element-wise cp.async" in tiledmm.explain(*odd, precision="3xtf32")
-    text = tiledmm.explain(a, b, precision="highest")
-    assert "precision: highest (requested)" in text and "3xTF32 tensor cores" in text
+    text = tiledmm.explain(a, b, precision="3xtf32")
+    assert "precision: 3xtf32 (requested)" in text and "3xTF32 tensor cores" in text
     assert "16-byte cp.async" in text and "-stage cp.async pipeline" in text
+    assert "output fills the GPU" in tiledmm.explain(a, b, precision="highest")
+    small = operands(300, 1000, 200, "nn", torch.float32, "cuda")
+    assert "a small output" in tiledmm.explain(*small, precision="highest")
     assert "TF32 tensor cores" in tiledmm.explain(a, b, precision="tf32")
     short = operands(300, 16, 200, "nn", torch.float32, "cuda")
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")

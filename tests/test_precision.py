@@ -115,6 +115,19 @@ def test_accuracy_contract(precision, k, kind):
     assert err <= bound, f"relative error {err:.3e} > {bound:.3e} (torch.matmul: {torch_err:.3e})"
 
 
+@requires_gpu
+@pytest.mark.parametrize("kind", ["randn", "rand"])
+@pytest.mark.parametrize("k", [33, 255, 1000, 4096])
+def test_highest_contract_on_outputs_that_fill_the_gpu(k, kind):
+    """Large outputs take the exact kernel under 'highest': still within 2x torch's error."""
+    a, b = _inputs(kind, 2048, k, 2048)
+    ref = a.double() @ b.double()
+    err = rel_err(tiledmm.matmul(a, b, precision="highest"), ref)
+    torch_err = rel_err(torch_product(a, b), ref)
+    print(f"highest 2048x{k}x2048 {kind}: tiledmm {err:.3e} torch {torch_err:.3e} ratio {err / torch_err:.2f}")
+    assert err <= 2 * torch_err, f"relative error {err:.3e} > 2x torch.matmul's {torch_err:.3e}"
+
+
 ANCHORS = [("square", 4096, 4096, 4096), ("standard", 2048, 8192, 4096), ("transA", 2048, 8192, 4096),
            ("irregular", 8205, 2949, 5921), ("smallK", 32768, 64, 32768)]
 
