@@ -14,12 +14,6 @@ namespace tiledmm {
 
 template <typename Acc, typename T>
 __device__ __forceinline__ Acc to_acc(T x) { return static_cast<Acc>(x); }
-template <>
-__device__ __forceinline__ float to_acc<float, __half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
 
 template <typename T, typename Acc>
 __device__ __forceinline__ T from_acc(Acc x) { return static_cast<T>(x); }

@@ -20,11 +20,6 @@ __device__ __forceinline__ void load4(const float* p, float* out) {
   const float4 v = *reinterpret_cast<const float4*>(p);
   out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
 }
-__device__ __forceinline__ void load4(const double* p, double* out) {
-  const double2 lo = *reinterpret_cast<const double2*>(p);
-  const double2 hi = *reinterpret_cast<const double2*>(p + 2);
-  out[0] = lo.x; out[1] = lo.y; out[2] = hi.x; out[3] = hi.y;
-}
 
 // kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
 template <int BM_, int BN_, int BK_, int TM_, int TN_, int kMinBlocks_ = 1>

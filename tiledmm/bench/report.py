@@ -57,7 +57,7 @@ def chart(result, path):
     dtypes = sorted({series(t) for t, _ in fwd}, key=list(PEAK_TFLOPS).index)
     problems = list(dict.fromkeys(t["problem"] for t, _ in fwd))
     width = 0.8 / len(dtypes)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(16, 5.5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(18, 5.5))
     for i, dtype in enumerate(dtypes):
         by_problem = {t["problem"]: (t, ref) for t, ref in fwd if series(t) == dtype}
         xs = [j + i * width for j, p in enumerate(problems) if p in by_problem]
@@ -76,7 +76,7 @@ def chart(result, path):
     right.set_yscale("log")
     right.set_ylabel("TFLOP/s")
     right.set_title("throughput against the GPU's peak")
-    right.legend(fontsize=8, loc="center right")
+    right.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{result['device']}, torch {result['torch']}, commit {result['commit']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
