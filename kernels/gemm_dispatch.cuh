@@ -320,17 +320,21 @@ std::string describe_family(const GemmProblem& p, int num_sms) {
 }
 
 // 'highest' (float32 accuracy by the fastest path that has it) runs the exact kernel where that
-// is both as accurate as cuBLAS and faster than 3xTF32: outputs that fill the GPU, which both
-// sum along K in one pass (on an H200, mma.sync's TF32 rate caps 3xTF32 at 108 TFLOP/s, and it
-// ran at 0.64-0.81x of the exact kernel there: bench/NOTES.md). Smaller outputs get 3xTF32,
-// whose accuracy does not depend on how K is split; so do short K below kMin3xTf32K, where
-// 3xTF32's dropped small x small product and truncated tensor-core sums do not average out.
+// is both as accurate as cuBLAS and faster than 3xTF32 (on an H200, mma.sync's TF32 rate caps
+// 3xTF32 at 108 TFLOP/s, and it ran at 0.64-0.81x of the exact kernel: bench/NOTES.md): outputs
+// at least a tile wide and tall that fill the GPU (both libraries sum them along K in one pass)
+// or whose K is long enough to be split for accuracy. Elsewhere 3xTF32: small outputs, where
+// cuBLAS splits K and one sequential sum was 2-3.5x less accurate, and narrow ones, where the
+// exact kernel's 128-wide tiles run half empty. Below kMin3xTf32K the exact kernel again: 3xTF32's
+// dropped small x small product and truncated tensor-core sums do not average out over so few
+// products.
 constexpr int64_t kMin3xTf32K = 32;
 
-inline bool exact_fills_gpu(const GemmProblem& p, int num_sms) {
+inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
-  return ((p.m + Medium::BM - 1) / Medium::BM) * ((p.n + Medium::BN - 1) / Medium::BN) * p.batch >=
-         num_sms;
+  if (p.m < Medium::BM || p.n < Medium::BN) return false;
+  const int64_t blocks = ((p.m + Medium::BM - 1) / Medium::BM) * ((p.n + Medium::BN - 1) / Medium::BN) * p.batch;
+  return blocks >= num_sms || p.k > kMaxSliceK;
 }
 
 // The path of a problem: calls f(Family{}, why) for the family its dtype and precision select.
@@ -347,13 +351,13 @@ void with_family(const GemmProblem& p, int num_sms, F&& f) {
         if (p.k < kMin3xTf32K)
           return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
                                            " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
-        if (exact_fills_gpu(p, num_sms))
+        if (exact_is_faster_and_as_accurate(p, num_sms))
           return f(ExactFloatFamily{},
-                   "precision highest: the output fills the GPU, where the exact kernel is as "
-                   "accurate as cuBLAS and faster than 3xTF32 on mma.sync");
+                   "precision highest: an output that fills the GPU (or a K split for accuracy), "
+                   "where the exact kernel is as accurate as cuBLAS and faster than 3xTF32 on mma.sync");
         return f(MmaFamily<Split3xTf32Math>{},
-                 "precision highest: a small output, where 3xTF32 keeps float32 accuracy however K "
-                 "is split");
+                 "precision highest: a small or narrow output, where 3xTF32 keeps float32 accuracy "
+                 "however K is split, and is faster than the exact kernel's wide tiles");
       default:
         return f(ExactFloatFamily{}, "precision ieee: exact float32 arithmetic");
     }

@@ -76,9 +76,13 @@ def test_explain_names_the_kernel_and_reason():
     text = tiledmm.explain(a, b, precision="3xtf32")
     assert "precision: 3xtf32 (requested)" in text and "3xTF32 tensor cores" in text
     assert "16-byte cp.async" in text and "-stage cp.async pipeline" in text
-    assert "output fills the GPU" in tiledmm.explain(a, b, precision="highest")
+    assert "output that fills the GPU" in tiledmm.explain(a, b, precision="highest")
     small = operands(300, 1000, 200, "nn", torch.float32, "cuda")
-    assert "a small output" in tiledmm.explain(*small, precision="highest")
+    assert "small or narrow output" in tiledmm.explain(*small, precision="highest")
+    narrow = operands(32768, 4096, 64, "nn", torch.float32, "cuda")
+    assert "small or narrow output" in tiledmm.explain(*narrow, precision="highest")
+    long_k = operands(256, 65536, 256, "nn", torch.float32, "cuda")
+    assert "K split for accuracy" in tiledmm.explain(*long_k, precision="highest")
     assert "TF32 tensor cores" in tiledmm.explain(a, b, precision="tf32")
     short = operands(300, 16, 200, "nn", torch.float32, "cuda")
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")
