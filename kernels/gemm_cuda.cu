@@ -21,10 +21,12 @@ namespace {
 
 using torch::headeronly::ScalarType;
 
-int multiprocessors(int32_t device_index) {
-  int count = 0;
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index));
-  return count;
+DeviceLimits limits_of(int32_t device_index) {
+  DeviceLimits limits{};
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.num_sms, cudaDevAttrMultiProcessorCount, device_index));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                        device_index));
+  return limits;
 }
 
 // Calls f with a null pointer of the problem's device storage type.
@@ -43,20 +45,20 @@ void gemm_cuda(const GemmProblem& p) {
   torch::stable::accelerator::DeviceGuard guard(p.device_index);
   void* stream = nullptr;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
-  const int num_sms = multiprocessors(p.device_index);
+  const DeviceLimits limits = limits_of(p.device_index);
   with_device_type(p.dtype, [&](auto* type) {
-    with_family<std::remove_pointer_t<decltype(type)>>(p, num_sms, [&](auto family, const auto&) {
-      run_family<decltype(family)>(p, static_cast<cudaStream_t>(stream), num_sms);
+    with_family<std::remove_pointer_t<decltype(type)>>(p, limits, [&](auto family, const auto&) {
+      run_family<decltype(family)>(p, static_cast<cudaStream_t>(stream), limits);
     });
   });
 }
 
 std::string describe_cuda(const GemmProblem& p) {
-  const int num_sms = multiprocessors(p.device_index);
+  const DeviceLimits limits = limits_of(p.device_index);
   return with_device_type(p.dtype, [&](auto* type) {
     std::string text;
-    with_family<std::remove_pointer_t<decltype(type)>>(p, num_sms, [&](auto family, const auto& why) {
-      text = "path: " + std::string(why) + "\n" + describe_family<decltype(family)>(p, num_sms);
+    with_family<std::remove_pointer_t<decltype(type)>>(p, limits, [&](auto family, const auto& why) {
+      text = "path: " + std::string(why) + "\n" + describe_family<decltype(family)>(p, limits);
     });
     return text;
   });

@@ -26,12 +26,19 @@
 
 namespace tiledmm {
 
-// Tile tables are indexed by role; each family fills every role.
+// Tile tables are indexed by role; each family fills every role with the tile measured fastest
+// for it (the "large" tile need not be the largest).
 enum TileRole : int {
-  kLarge = 0,   // outputs that fill the GPU twice over with the large tile: the most reuse
-  kMedium = 1,  // fewer, smaller blocks; also the tile of split-K
+  kLarge = 0,   // outputs that fill the GPU twice over with this tile
+  kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
   kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
+};
+
+// What the dispatcher needs to know of the GPU.
+struct DeviceLimits {
+  int num_sms;
+  int max_smem;  // shared memory one block may opt in to, in bytes (99 KiB on sm_86/89, 227 on sm_90)
 };
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from a sweep on an H200 (bench/NOTES.md).
@@ -57,16 +64,21 @@ struct ExactFloatFamily {
   static const char* load_text(bool vec) {
     return vec ? "16-byte vectors" : "one element at a time";
   }
+  template <class Tile>
+  static constexpr int smem_bytes() {
+    return 0;  // static shared memory, under 48 KiB: fits every GPU
+  }
 };
 
 // Tensor cores (gemm_mma), for one precision path. Every stage line is 128 bytes along k
 // (BK * sizeof(T) = 128), so BK is 32 for 32-bit types, 64 for 16-bit, 16 for float64.
 // FallbackTiles serve operands without 16-byte alignment; 16-bit ones stage their loads through
-// registers, which the 128 x 256 tile cannot spare.
+// registers, which the 256 x 128 tile cannot spare.
 template <class Math>
 struct MmaTileTable;
 // Chosen from scripts/tile_sweep.py on an H200 (bench/NOTES.md). Tiles with two blocks per SM
-// (the last argument) trade a few spilled registers for occupancy: measured faster.
+// (the last argument) trade a few spilled registers for occupancy: measured faster. The 256 x 128
+// fp16/bf16 tile needs 144 KiB of shared memory: GPUs with less fall back (plan_launch).
 template <typename Half>
 struct MmaTileTable<HalfMath<Half>> {
   using Tiles = std::tuple<MmaTile<256, 128, 64, 4, 2, 3>, MmaTile<128, 128, 64, 2, 4, 3, 2>,
@@ -127,6 +139,10 @@ struct MmaFamily {
       << Tile::kStages << "-stage cp.async pipeline (" << mma_smem_bytes<T, Tile>() / 1024
       << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
   }
+  template <class Tile>
+  static constexpr int smem_bytes() {
+    return mma_smem_bytes<T, Tile>();
+  }
   static const char* load_text(bool vec) {
     if (vec) return "16-byte cp.async";
     return sizeof(T) == 2 ? "element loads staged through registers (no 16-byte alignment)"
@@ -184,8 +200,18 @@ struct LaunchPlan {
   std::string why;
 };
 
+// Whether K is split for accuracy (a long K, within the workspace budget) on top of any split for
+// speed; Acc: the accumulator type of the slices.
+template <typename Acc>
+int64_t accuracy_splits(const GemmProblem& p) {
+  const int64_t splits = (p.k + kMaxSliceK - 1) / kMaxSliceK;
+  const bool affordable = splits * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace;
+  return splits > 1 && affordable ? splits : 1;
+}
+
 template <class Family>
-LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
+LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
+  const int num_sms = device.num_sms;
   using T = typename Family::T;
   constexpr int64_t kVecWidth = 16 / sizeof(T);
   const bool vec = vectorizable(p.a, p.a.row_major ? p.k : p.m, kVecWidth) &&
@@ -202,6 +228,13 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
     });
     return std::tuple{bm, bn, bk};
   };
+  auto smem = [&](int tile) {
+    int bytes = 0;
+    with_table<Family>(vec, [&](auto, auto tiles) {
+      with_tile<decltype(tiles)>(tile, [&](auto s) { bytes = Family::template smem_bytes<decltype(s)>(); });
+    });
+    return bytes;
+  };
   auto blocks = [&](int tile) {
     const auto [bm, bn, bk] = shape(tile);
     return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
@@ -212,6 +245,8 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
                     " out of range [0, ", num_tiles, ")");
     plan.tile = p.tile_override;
     plan.why = "forced by the caller";
+    STD_TORCH_CHECK(smem(plan.tile) <= device.max_smem, "tiledmm: tile ", plan.tile, " needs ",
+                    smem(plan.tile), " bytes of shared memory; this GPU allows ", device.max_smem);
   } else if (p.k <= 256) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
@@ -233,11 +268,16 @@ LaunchPlan plan_launch(const GemmProblem& p, int num_sms) {
       plan.why = "small output, short K: small tiles for more blocks";
     }
   }
-  const int64_t accuracy_splits = (p.k + kMaxSliceK - 1) / kMaxSliceK;
-  if (p.tile_override < 0 && accuracy_splits > plan.splits &&
-      accuracy_splits * p.batch * p.m * p.n * int64_t(sizeof(typename Family::Acc)) <=
-          kMaxAccuracyWorkspace) {
-    plan.splits = accuracy_splits;
+  // A tile needing more shared memory than this GPU has gives way to the medium, then small one.
+  for (const int fallback : {kMedium, kSmall}) {
+    if (p.tile_override >= 0 || smem(plan.tile) <= device.max_smem) break;
+    plan.why += "; tile " + std::to_string(plan.tile) + " needs more shared memory than this GPU's " +
+                std::to_string(device.max_smem) + " bytes: tile " + std::to_string(fallback);
+    plan.tile = fallback;
+  }
+  const int64_t for_accuracy = accuracy_splits<typename Family::Acc>(p);
+  if (p.tile_override < 0 && for_accuracy > plan.splits) {
+    plan.splits = for_accuracy;
     plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
   }
   if (p.splits_override >= 1) plan.splits = p.splits_override;
@@ -277,10 +317,10 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, cudaStr
 }
 
 template <class Family>
-void run_family(const GemmProblem& p, cudaStream_t stream, int num_sms) {
+void run_family(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device) {
   using T = typename Family::T;
   using Acc = typename Family::Acc;
-  const LaunchPlan plan = plan_launch<Family>(p, num_sms);
+  const LaunchPlan plan = plan_launch<Family>(p, device);
   if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), stream);
 
   // Each slice writes its partial product in the accumulator type; a second kernel sums them.
@@ -299,8 +339,8 @@ void run_family(const GemmProblem& p, cudaStream_t stream, int num_sms) {
 }
 
 template <class Family>
-std::string describe_family(const GemmProblem& p, int num_sms) {
-  const LaunchPlan plan = plan_launch<Family>(p, num_sms);
+std::string describe_family(const GemmProblem& p, const DeviceLimits& device) {
+  const LaunchPlan plan = plan_launch<Family>(p, device);
   std::ostringstream s;
   s << "kernel: " << Family::kName << "\n";
   with_table<Family>(plan.vec, [&](auto, auto tiles) {
@@ -315,7 +355,7 @@ std::string describe_family(const GemmProblem& p, int num_sms) {
     s << "split K: " << plan.splits << " slices of " << plan.k_chunk
       << ", partial products summed in the accumulator type by a second kernel (workspace "
       << plan.splits * p.batch * p.m * p.n * int64_t(sizeof(typename Family::Acc)) << " bytes)\n";
-  s << "why: " << plan.why << " (" << num_sms << " SMs)";
+  s << "why: " << plan.why << " (" << device.num_sms << " SMs)";
   return s.str();
 }
 
@@ -334,13 +374,14 @@ inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
   if (p.m < Medium::BM || p.n < Medium::BN) return false;
   const int64_t blocks = ((p.m + Medium::BM - 1) / Medium::BM) * ((p.n + Medium::BN - 1) / Medium::BN) * p.batch;
-  return blocks >= num_sms || p.k > kMaxSliceK;
+  return blocks >= num_sms || accuracy_splits<float>(p) > 1;
 }
 
 // The path of a problem: calls f(Family{}, why) for the family its dtype and precision select.
 // T: the device storage type.
 template <typename T, typename F>
-void with_family(const GemmProblem& p, int num_sms, F&& f) {
+void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
+  const int num_sms = device.num_sms;
   if constexpr (std::is_same_v<T, float>) {
     switch (p.precision) {
       case Precision::k3xTf32:
@@ -374,8 +415,8 @@ void with_family(const GemmProblem& p, int num_sms, F&& f) {
   X(ExactFloatFamily) X(MmaFamily<Split3xTf32Math>) X(MmaFamily<Tf32Math>)                \
   X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>)
 #define TILEDMM_FAMILY_TEMPLATES(prefix, Family)                                 \
-  prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, int); \
-  prefix template std::string describe_family<Family>(const GemmProblem&, int);
+  prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, const DeviceLimits&); \
+  prefix template std::string describe_family<Family>(const GemmProblem&, const DeviceLimits&);
 #define TILEDMM_EXTERN_FAMILY(Family) TILEDMM_FAMILY_TEMPLATES(extern, Family)
 TILEDMM_FAMILIES(TILEDMM_EXTERN_FAMILY)
 

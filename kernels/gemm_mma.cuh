@@ -39,8 +39,6 @@ constexpr int mma_smem_bytes() {
 template <typename T, bool kAlongK>
 constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
-
-
 // The A fragment of the M x K instruction tile at (m_base, k_base) of a stage.
 template <class Math, class Stage, bool kAlongK>
 __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(

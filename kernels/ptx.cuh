@@ -112,5 +112,4 @@ __device__ __forceinline__ void mma_f64_16x8x8(double (&d)[4], const double (&a)
 #endif
 }
 
-
 }  // namespace tiledmm::ptx

@@ -4,6 +4,9 @@ import math
 
 import pytest
 import torch
+
+from tiledmm import _precision
+from tiledmm.bench.timing import torch_precision
 from torch.utils._python_dispatch import TorchDispatchMode
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -43,19 +46,14 @@ def rel_err(out, ref):
 # TF32 rounds each input to 11 significant bits: products within 2^-10 relative.
 TF32_BOUND = 2.0**-10
 
-# The float32 paths as operator codes (tiledmm/_precision.py), and whether each is TF32-accurate.
-PRECISION_CODES = {"ieee": 0, "3xtf32": 1, "tf32": 2, "highest": 3}
+# The float32 paths as operator codes.
+PRECISION_CODES = _precision.CODES
 
 
 def torch_product(a, b, tf32=False):
-    """torch.matmul(a, b), with TF32 for float32 when tf32 (else torch's float32 'ieee').
-    Only torch's new TF32 API is used: mixing it with allow_tf32 makes torch raise."""
-    previous = torch.backends.cuda.matmul.fp32_precision
-    torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
-    try:
+    """torch.matmul(a, b), with TF32 for float32 when tf32 (else torch's float32 'ieee')."""
+    with torch_precision("tf32" if tf32 else "ieee"):
         return torch.matmul(a, b)
-    finally:
-        torch.backends.cuda.matmul.fp32_precision = previous
 
 
 def check_against_reference(out, a, b, strict=False, tf32=False):

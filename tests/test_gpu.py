@@ -55,6 +55,18 @@ def test_every_kernel_variant(tile, splits, layout, dtype, precision, m, k, n):
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
+@pytest.mark.parametrize("dtype,precision", PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PATHS])
+def test_grid_stride_past_65535_row_tiles_and_batches(dtype, precision):
+    """More row tiles, and more matrices of a batch, than a grid dimension holds (65535): the
+    kernels loop over the rest."""
+    a, b = operands(128 * 65536 + 3, 8, 8, "nn", dtype, "cuda")
+    out, _ = poisoned(lambda: tiledmm.mm(a, b, precision=precision), (a.shape[0], 8), dtype, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
+    a, b = operands(5, 8, 6, "tn", dtype, "cuda", batch=(70000,))
+    out, _ = poisoned(lambda: tiledmm.bmm(a, b, precision=precision), (70000, 5, 6), dtype, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_split_k_is_chosen_and_accurate_for_long_k(dtype):
     """A small output with a long K splits K; the slices are summed in the accumulator type."""

@@ -24,6 +24,12 @@ def test_opcheck_bmm(device, layout, requires_grad):
     torch.library.opcheck(ops.bmm, (a.requires_grad_(requires_grad), b.requires_grad_(requires_grad)))
 
 
+@pytest.mark.parametrize("precision", [0, 1, 2, 3], ids=["ieee", "3xtf32", "tf32", "highest"])
+def test_opcheck_precisions(device, precision):
+    a, b = operands(40, 37, 33, "tn", torch.float32, device)
+    torch.library.opcheck(ops.mm, (a.requires_grad_(True), b.requires_grad_(True), precision))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_opcheck_half_types(device, dtype):
     a, b = operands(13, 9, 11, "tn", dtype, device)

@@ -1,12 +1,13 @@
 """How tiledmm computes float32 products: the ``precision`` argument, torch's own setting, and
 the codes the operators take (``Precision`` in kernels/gemm_problem.h).
 
-- ``"highest"``: float32 accuracy by the fastest path that has it: 3xTF32 on the tensor cores,
-  or the exact kernel where K is too short for 3xTF32 to match float32 (the dispatcher decides).
+- ``"highest"``: float32 accuracy by the fastest path that has it (the dispatcher decides): the
+  exact kernel for outputs at least 128 x 128 that fill the GPU or whose long K is split for
+  accuracy, and for K < 32; 3xTF32 on the tensor cores for small or narrow outputs.
 - ``"ieee"``: exact float32 fused multiply-adds on CUDA cores.
 - ``"3xtf32"``: always 3xTF32 (three TF32 tensor-core products per step, float32 partial sums).
-- ``"tf32"``: inputs rounded to TF32 (10-bit mantissa), one tensor-core product: about 1e-4
-  relative error, like torch's TF32.
+- ``"tf32"``: inputs rounded to TF32 (10-bit mantissa), one tensor-core product: about 3e-4
+  relative error on randn inputs, like torch's TF32.
 - ``None``: follow torch: ``torch.backends.cuda.matmul.fp32_precision`` ("ieee" -> "highest",
   "tf32" -> "tf32"), or where that is "none", ``torch.get_float32_matmul_precision()``
   ("highest" -> "highest", "high" and "medium" -> "tf32").
@@ -21,8 +22,8 @@ NAMES = {code: name for name, code in CODES.items()}
 _FROM_TORCH = {"ieee": "highest", "highest": "highest", "tf32": "tf32", "high": "tf32", "medium": "tf32"}
 
 
-# Under torch.compile the setting is read once, when the graph is traced (dynamo cannot trace its
-# getter), as torch.matmul's own precision is.
+# Under torch.compile the setting is read when the graph is traced (dynamo cannot trace its
+# getter); changing it later makes dynamo retrace or pick the matching cached graph.
 @torch.compiler.assume_constant_result
 def torch_setting() -> str:
     """The precision name torch's current float32 matmul setting corresponds to."""

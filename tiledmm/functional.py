@@ -13,8 +13,8 @@ from .autograd import BMM, MM
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
     (``torch.backends.cuda.matmul.fp32_precision`` / ``torch.get_float32_matmul_precision()``);
-    "highest" float32 accuracy by the fastest path (3xTF32 tensor cores, or the exact kernel for
-    short K), "ieee" exact float32 on CUDA cores, "3xtf32", or "tf32" (about 1e-4 relative error).
+    "highest" float32 accuracy by the fastest path (the exact kernel or 3xTF32 tensor cores, by
+    shape), "ieee" exact float32 on CUDA cores, "3xtf32", or "tf32" (about 3e-4 relative error).
     The backward pass uses the same precision."""
 
 

@@ -1,5 +1,7 @@
 """Modules that compute on tiledmm."""
 
+from __future__ import annotations
+
 import torch
 
 from .functional import linear
