@@ -29,7 +29,7 @@ namespace tiledmm {
 // Tile tables are indexed by role; each family fills every role with the tile measured fastest
 // for it (the "large" tile need not be the largest).
 enum TileRole : int {
-  kLarge = 0,   // outputs that fill the GPU twice over with this tile
+  kLarge = 0,   // outputs that fill the GPU (kLargeMinWaves blocks per SM) with this tile
   kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
   kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
@@ -49,6 +49,7 @@ struct ExactFloatFamily {
                            TileShape<128, 64, 16, 8, 8, 2>, TileShape<64, 64, 16, 4, 4>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
+  static constexpr int kLargeMinWaves = 2;  // the large tile pays from two blocks per SM
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
@@ -113,6 +114,7 @@ struct MmaFamily {
   using Tiles = typename MmaTileTable<Math>::Tiles;
   using FallbackTiles = typename MmaTileTable<Math>::FallbackTiles;
   static constexpr const char* kName = Math::kName;
+  static constexpr int kLargeMinWaves = 1;  // the large tile pays from one block per SM
   // Without 16-byte alignment: element-wise cp.async, or for 16-bit types register-staged loads.
   static constexpr LoadMode kFallback = sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
 
@@ -251,9 +253,10 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
                "another's arithmetic";
-  } else if (blocks(kLarge) >= 2 * num_sms) {
+  } else if (blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
-    plan.why = "large output: the large tile fills every SM at least twice and reuses each load most";
+    plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
+               " block(s) each or more)";
   } else if (blocks(kMedium) >= num_sms) {
     plan.tile = kMedium;
     plan.why = "medium output: the medium tile still fills every SM";
