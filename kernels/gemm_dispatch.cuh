@@ -195,6 +195,11 @@ inline bool vectorizable(const MatrixOperand& x, int64_t unit_stride_extent, int
          x.batch_stride % vec == 0 && unit_stride_extent % vec == 0;
 }
 
+// Blocks of bm x bn tiles that cover the problem's outputs.
+inline int64_t output_tiles(const GemmProblem& p, int64_t bm, int64_t bn) {
+  return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
+}
+
 struct LaunchPlan {
   int tile;
   int64_t splits, k_chunk;
@@ -220,27 +225,22 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
                    vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
   int num_tiles = 0;
   with_table<Family>(vec, [&](auto, auto tiles) { num_tiles = std::tuple_size_v<decltype(tiles)>; });
-  auto shape = [&](int tile) {
-    int64_t bm = 0, bn = 0, bk = 0;
+  struct TileInfo {
+    int64_t bm, bn, bk;
+    int smem;  // bytes of shared memory a block needs
+  };
+  auto info = [&](int tile) {
+    TileInfo t{};
     with_table<Family>(vec, [&](auto, auto tiles) {
       with_tile<decltype(tiles)>(tile, [&](auto s) {
         using S = decltype(s);
-        bm = S::BM, bn = S::BN, bk = S::BK;
+        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S>()};
       });
     });
-    return std::tuple{bm, bn, bk};
+    return t;
   };
-  auto smem = [&](int tile) {
-    int bytes = 0;
-    with_table<Family>(vec, [&](auto, auto tiles) {
-      with_tile<decltype(tiles)>(tile, [&](auto s) { bytes = Family::template smem_bytes<decltype(s)>(); });
-    });
-    return bytes;
-  };
-  auto blocks = [&](int tile) {
-    const auto [bm, bn, bk] = shape(tile);
-    return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
-  };
+  auto blocks = [&](int tile) { return output_tiles(p, info(tile).bm, info(tile).bn); };
+  auto smem = [&](int tile) { return info(tile).smem; };
   LaunchPlan plan{kMedium, 1, 0, vec, ""};
   if (p.tile_override >= 0) {
     STD_TORCH_CHECK(p.tile_override < num_tiles, "tiledmm: tile index ", p.tile_override,
@@ -261,7 +261,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kMedium;
     plan.why = "medium output: the medium tile still fills every SM";
   } else {
-    const int64_t slabs = (p.k + std::get<2>(shape(kMedium)) - 1) / std::get<2>(shape(kMedium));
+    const int64_t slabs = (p.k + info(kMedium).bk - 1) / info(kMedium).bk;
     const int64_t want = (2 * num_sms + blocks(kMedium) - 1) / blocks(kMedium);
     plan.splits = std::min(want, slabs / kMinSlabsPerSplit);
     if (plan.splits >= 2) {
@@ -285,7 +285,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
   }
   if (p.splits_override >= 1) plan.splits = p.splits_override;
   plan.splits = std::max<int64_t>(plan.splits, 1);
-  const int64_t bk = std::get<2>(shape(plan.tile));
+  const int64_t bk = info(plan.tile).bk;
   const int64_t per_split = (p.k + plan.splits - 1) / plan.splits;
   plan.k_chunk = std::max<int64_t>(bk, (per_split + bk - 1) / bk * bk);
   plan.splits = std::max<int64_t>(1, (p.k + plan.k_chunk - 1) / plan.k_chunk);  // no empty slice
@@ -376,8 +376,7 @@ constexpr int64_t kMin3xTf32K = 32;
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
   if (p.m < Medium::BM || p.n < Medium::BN) return false;
-  const int64_t blocks = ((p.m + Medium::BM - 1) / Medium::BM) * ((p.n + Medium::BN - 1) / Medium::BN) * p.batch;
-  return blocks >= num_sms || accuracy_splits<float>(p) > 1;
+  return output_tiles(p, Medium::BM, Medium::BN) >= num_sms || accuracy_splits<float>(p) > 1;
 }
 
 // The path of a problem: calls f(Family{}, why) for the family its dtype and precision select.
