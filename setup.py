@@ -33,9 +33,21 @@ def find_cuda_home():
     )
 
 
+def gpu_targets():
+    """nvcc's -gencode flags and whether sm_90a (Hopper's wgmma) is among them. By default native
+    code for Ampere (sm_80) and Hopper (sm_90a, which only compute capability 9.0 runs) and PTX of
+    compute_90 that newer GPUs compile at load time. TORCH_CUDA_ARCH_LIST (e.g. "8.9;9.0a")
+    overrides; without "9.0a" in it, Hopper runs the mma.sync kernels."""
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if arch_list:
+        archs = [a.split("+")[0] for a in arch_list.replace(" ", ";").split(";")]
+        return [], "9.0a" in archs
+    targets = [("80", "sm_80"), ("90a", "sm_90a"), ("90", "compute_90")]
+    return [f"-gencode=arch=compute_{arch},code={code}" for arch, code in targets], True
+
+
 os.environ["CUDA_HOME"] = find_cuda_home()
-# Native code for Ampere and Hopper, PTX for newer GPUs; TORCH_CUDA_ARCH_LIST overrides.
-os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+GENCODE, WITH_SM90A = gpu_targets()
 
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E402
 
@@ -56,7 +68,9 @@ setup(
             extra_compile_args={
                 "cxx": ["-O3", *STABLE_ABI],
                 # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim header.
-                "nvcc": ["-O3", "-DUSE_CUDA", *STABLE_ABI],
+                # With -gencode flags given here, torch adds none from TORCH_CUDA_ARCH_LIST.
+                "nvcc": ["-O3", "-DUSE_CUDA", *STABLE_ABI, *GENCODE]
+                + (["-DTILEDMM_SM90A"] if WITH_SM90A else []),
             },
             py_limited_api=True,
         )

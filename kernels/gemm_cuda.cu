@@ -26,6 +26,15 @@ DeviceLimits limits_of(int32_t device_index) {
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.num_sms, cudaDevAttrMultiProcessorCount, device_index));
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                         device_index));
+  int major = 0, minor = 0;
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
+  // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds it.
+#if defined(TILEDMM_SM90A)
+  limits.wgmma = major == 9 && minor == 0;
+#else
+  limits.wgmma = false;
+#endif
   return limits;
 }
 

@@ -22,6 +22,7 @@
 #include "gemm_mma.cuh"
 #include "gemm_problem.h"
 #include "gemm_tiled.cuh"
+#include "gemm_wgmma.cuh"
 #include "mma_math.cuh"
 
 namespace tiledmm {
@@ -29,7 +30,8 @@ namespace tiledmm {
 // Tile tables are indexed by role; each family fills every role with the tile measured fastest
 // for it (the "large" tile need not be the largest).
 enum TileRole : int {
-  kLarge = 0,   // outputs that fill the GPU (kLargeMinWaves blocks per SM) with this tile
+  kLarge = 0,   // outputs at least one tile tall and wide that fill the GPU (kLargeMinWaves
+                // blocks per SM) with this tile
   kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
   kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
@@ -39,6 +41,7 @@ enum TileRole : int {
 struct DeviceLimits {
   int num_sms;
   int max_smem;  // shared memory one block may opt in to, in bytes (99 KiB on sm_86/89, 227 on sm_90)
+  bool wgmma;    // a Hopper GPU (compute capability 9.0) and a build with sm_90a code
 };
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from a sweep on an H200 (bench/NOTES.md).
@@ -107,6 +110,21 @@ struct MmaTileTable<DoubleMath> {
   using FallbackTiles = Tiles;
 };
 
+// Launches a kernel with kSmem bytes of dynamic shared memory: above 48 KiB a kernel must opt
+// in, once per device.
+template <auto kKernel, int kThreads, int kSmem, typename Args>
+void launch_with_smem(const Args& args, dim3 grid, cudaStream_t stream) {
+  static std::atomic<uint64_t> opted_in{0};
+  int device = 0;
+  STD_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t(1) << (device % 64);
+  if (kSmem > 48 * 1024 && !(opted_in.load() & bit)) {
+    STD_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    opted_in.fetch_or(bit);
+  }
+  kKernel<<<grid, kThreads, kSmem, stream>>>(args);
+}
+
 template <class Math>
 struct MmaFamily {
   using T = typename Math::T;
@@ -121,18 +139,8 @@ struct MmaFamily {
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : kFallback;
-    constexpr auto kernel = gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>;
-    constexpr int kSmem = mma_smem_bytes<T, Tile>();
-    // Above 48 KiB a kernel must opt in to dynamic shared memory, once per device.
-    static std::atomic<uint64_t> opted_in{0};
-    int device = 0;
-    STD_CUDA_CHECK(cudaGetDevice(&device));
-    const uint64_t bit = uint64_t(1) << (device % 64);
-    if (kSmem > 48 * 1024 && !(opted_in.load() & bit)) {
-      STD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-      opted_in.fetch_or(bit);
-    }
-    kernel<<<grid, Tile::kThreads, kSmem, stream>>>(args);
+    launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>,
+                     Tile::kThreads, mma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
   template <class Tile>
   static void describe(std::ostream& s) {
@@ -150,6 +158,54 @@ struct MmaFamily {
     return sizeof(T) == 2 ? "element loads staged through registers (no 16-byte alignment)"
                           : "element-wise cp.async (no 16-byte alignment)";
   }
+};
+
+// fp16/bf16 on Hopper's warpgroup instructions (gemm_wgmma, sm_90a) for 16-byte-aligned
+// operands; the others take the mma.sync family's fallback tiles (register-staged loads).
+template <typename Half>
+struct WgmmaFamily {
+  using T = Half;
+  using Acc = float;
+  using MmaSync = MmaFamily<HalfMath<Half>>;
+  // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
+  using Tiles = std::tuple<WgmmaTile<128, 256, 4>, WgmmaTile<128, 128, 4>, WgmmaTile<128, 128, 3, 2>,
+                           WgmmaTile<64, 128, 4, 2>>;
+  using FallbackTiles = typename MmaSync::FallbackTiles;
+  static constexpr const char* kName =
+      std::is_same_v<Half, __nv_bfloat16>
+          ? "bfloat16 tensor cores (wgmma on sm_90a for 16-byte-aligned operands, else mma.sync; "
+            "float32 accumulation)"
+          : "float16 tensor cores (wgmma on sm_90a for 16-byte-aligned operands, else mma.sync; "
+            "float32 accumulation)";
+  static constexpr int kLargeMinWaves = 1;
+
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+    if constexpr (kVec) {
+      launch_with_smem<gemm_wgmma_kernel<T, Tile, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
+                       wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
+    } else {
+      MmaSync::template launch<Tile, Out, false, kARowMajor, kBRowMajor>(args, grid, stream);
+    }
+  }
+  template <class Tile>
+  static void describe(std::ostream& s) {
+    if constexpr (is_wgmma_tile<Tile>) {
+      s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
+        << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k16 over 64 rows, "
+        << Tile::kStages << "-stage cp.async pipeline (" << wgmma_smem_bytes<T, Tile>() / 1024
+        << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
+    } else {
+      s << "mma.sync: ";
+      MmaSync::template describe<Tile>(s);
+    }
+  }
+  template <class Tile>
+  static constexpr int smem_bytes() {
+    if constexpr (is_wgmma_tile<Tile>) return wgmma_smem_bytes<T, Tile>();
+    else return MmaSync::template smem_bytes<Tile>();
+  }
+  static const char* load_text(bool vec) { return MmaSync::load_text(vec); }
 };
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
@@ -253,7 +309,8 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
                "another's arithmetic";
-  } else if (blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
+  } else if (p.m >= info(kLarge).bm && p.n >= info(kLarge).bn &&
+             blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
                " block(s) each or more)";
@@ -406,6 +463,8 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
     }
   } else if constexpr (std::is_same_v<T, double>) {
     f(MmaFamily<DoubleMath>{}, "float64: IEEE double fused multiply-adds on the FP64 tensor cores");
+  } else if (device.wgmma) {
+    f(WgmmaFamily<T>{}, "16-bit inputs on Hopper: warpgroup tensor cores, float32 accumulation");
   } else {
     f(MmaFamily<HalfMath<T>>{}, "16-bit inputs: tensor cores, float32 accumulation");
   }
@@ -415,7 +474,8 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
 //   namespace tiledmm { TILEDMM_FAMILY_TEMPLATES(, MmaFamily<Tf32Math>) }
 #define TILEDMM_FAMILIES(X)                                                                 \
   X(ExactFloatFamily) X(MmaFamily<Split3xTf32Math>) X(MmaFamily<Tf32Math>)                \
-  X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>)
+  X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>) \
+  X(WgmmaFamily<__half>) X(WgmmaFamily<__nv_bfloat16>)
 #define TILEDMM_FAMILY_TEMPLATES(prefix, Family)                                 \
   prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, const DeviceLimits&); \
   prefix template std::string describe_family<Family>(const GemmProblem&, const DeviceLimits&);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "gemm_common.cuh"
+#include "gemm_epilogue.cuh"
 #include "mma_math.cuh"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
@@ -124,15 +125,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   // and runs out of registers.
   constexpr int kStepUnroll = Math::kStepUnroll;
   constexpr int MT = Tile::WTM / M, NT = Tile::WTN / 8, kCRegs = M * 8 / 32;
-  static_assert(Tile::WTM % M == 0 && Tile::WTN % 16 == 0 && BK % K == 0, "whole instruction tiles");
+  static_assert(M == 16 && Tile::WTM % M == 0 && Tile::WTN % 16 == 0 && BK % K == 0, "whole instruction tiles");
   using ALoader = StageLoader<T, BM, BK, Tile::kThreads, kARowMajor, kAMode>;
   using BLoader = StageLoader<T, BN, BK, Tile::kThreads, !kBRowMajor, kBMode>;
   using AStage = typename ALoader::Tile;
   using BStage = typename BLoader::Tile;
   // The output tile goes out through shared memory (over the stages) where it fits there.
-  constexpr int kOutLd = BN + 16 / static_cast<int>(sizeof(Out));  // one 16-byte chunk of padding
-  constexpr bool kStagedEpilogue =
-      BM * kOutLd * static_cast<int>(sizeof(Out)) <= mma_smem_bytes<T, Tile>();
+  constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out>(mma_smem_bytes<T, Tile>());
   using AOperand = typename Math::template Operand<Math::kARegs>;
   using BOperand = typename Math::template Operand<Math::kBRegs>;
 
@@ -248,57 +247,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         }
         return v;
       };
-      Out* c = args.c + z * args.m * args.n;
-      if constexpr (kStagedEpilogue) {
-        // Through shared memory, so that global memory sees whole 16-byte row segments.
-        ptx::cp_async_wait<0>();
-        __syncthreads();  // every warp is done with the stages the tile is written over
-        Out* tile = reinterpret_cast<Out*>(smem);
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int half = 0; half < kCRegs / 2; ++half)
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              Out* p = tile + (warp_m + i * M + g + 8 * half) * kOutLd + warp_n + j * 8 + 2 * t4;
-              store_pair(p, output(i, j, half, 0), output(i, j, half, 1));
-            }
-        __syncthreads();
-        constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kRowVecs = BN / kVec;
-        const bool vec = args.n % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
-        for (int v = tid; v < BM * kRowVecs; v += Tile::kThreads) {
-          const int r = v / kRowVecs, col = (v % kRowVecs) * kVec;
-          const int64_t row = m0 + r;
-          if (row >= args.m || n0 + col >= args.n) continue;
-          const Out* src = tile + r * kOutLd + col;
-          Out* dst = c + row * args.n + n0 + col;
-          if (vec) {
-            *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-          } else {
-            for (int e = 0; e < kVec && n0 + col + e < args.n; ++e) dst[e] = src[e];
-          }
-        }
-      } else {
-        const bool pairs = args.n % 2 == 0;  // two adjacent outputs make one aligned store
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int half = 0; half < kCRegs / 2; ++half) {
-            const int64_t row = m0 + warp_m + i * M + g + 8 * half;
-            if (row >= args.m) continue;
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              const int64_t col = n0 + warp_n + j * 8 + 2 * t4;
-              Out* p = c + row * args.n + col;
-              if (pairs && col < args.n) {
-                store_pair(p, output(i, j, half, 0), output(i, j, half, 1));
-              } else {
-                if (col < args.n) p[0] = from_acc<Out>(output(i, j, half, 0));
-                if (col + 1 < args.n) p[1] = from_acc<Out>(output(i, j, half, 1));
-              }
-            }
-          }
-      }
+      store_output_tile<BM, BN, Tile::kThreads, MT, NT, kStagedEpilogue>(
+          output, args.c + z * args.m * args.n, args.m, args.n, m0, n0, warp_m, warp_n, smem);
     }
   }
 }

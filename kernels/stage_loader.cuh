@@ -32,6 +32,26 @@ struct SwizzledTile {
   }
 };
 
+// The layout wgmma reads with 128-byte swizzling (sm_90a): lines of kLineElems elements stored as
+// column blocks of 128 bytes, each block kLines rows of 128 bytes (so the rows of one block are
+// contiguous, and a block of 8 rows is one 1024-byte swizzle atom); chunk c of line l is stored at
+// c ^ (l % 8). The hardware applies the same XOR to address bits 4-6 from bits 7-9, so stages must
+// be 1024-byte aligned.
+template <typename T, int kLines_, int kLineElems_>
+struct Swizzle128Tile {
+  static constexpr int kLines = kLines_, kLineElems = kLineElems_;
+  static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kBlockElems = 128 / static_cast<int>(sizeof(T));  // one 128-byte row
+  static constexpr int kElems = kLines * kLineElems;
+  static_assert(kLineElems % kBlockElems == 0 && kLines % 8 == 0, "whole swizzle atoms");
+
+  __device__ __forceinline__ static int offset(int line, int e) {
+    const int block = e / kBlockElems, chunk = (e % kBlockElems) / kChunkElems;
+    return (block * kLines + line) * kBlockElems + (chunk ^ (line % 8)) * kChunkElems +
+           e % kChunkElems;
+  }
+};
+
 // How global memory reaches a stage.
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
@@ -43,10 +63,12 @@ enum class LoadMode : int {
 
 // Loads one operand's tiles into stages. kAlongK: the operand's unit-stride dimension is k.
 // A thread owns kPerThread chunks of a tile: one chunk column, lines kLineStep apart, so it keeps
-// one running pointer and fixed line offsets.
-template <typename T, int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
+// one running pointer and fixed line offsets. Layout: the stage's tile layout (SwizzledTile for
+// mma.sync fragments, Swizzle128Tile for wgmma).
+template <typename T, int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode,
+          template <typename, int, int> class Layout = SwizzledTile>
 struct StageLoader {
-  using Tile = SwizzledTile<T, kAlongK ? BX : BK, kAlongK ? BK : BX>;
+  using Tile = Layout<T, kAlongK ? BX : BK, kAlongK ? BK : BX>;
   static constexpr int E = Tile::kChunkElems;
   static constexpr int kChunksPerLine = Tile::kLineElems / E;
   static constexpr int kLineStep = kThreads / kChunksPerLine;

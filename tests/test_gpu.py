@@ -35,8 +35,9 @@ def test_poisoning_reaches_the_output():
     assert reused
 
 
-# Sizes that divide no tile (scalar loads) and multiples of 8 that divide no tile (16-byte loads).
-VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200)]
+# Sizes that divide no tile (scalar loads) and multiples of 8 that divide no tile (16-byte loads),
+# the last with K over several K tiles of every kernel (the pipelines' steady state).
+VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200), (200, 456, 264)]
 
 
 # Every kernel family: float32 by precision, and the other dtypes.
@@ -100,6 +101,16 @@ def test_explain_names_the_kernel_and_reason():
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")
     assert "DMMA" in tiledmm.explain(*operands(100, 100, 100, "nn", torch.float64, "cuda"))
     assert "bfloat16 tensor cores" in tiledmm.explain(*operands(100, 100, 100, "nn", torch.bfloat16, "cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
+    aligned = operands(4096, 4096, 4096, "tn", dtype, "cuda")
+    assert "wgmma m64n256k16" in tiledmm.explain(*aligned)
+    unaligned = operands(4097, 33, 7, "nn", dtype, "cuda")
+    assert "mma.sync" in tiledmm.explain(*unaligned)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

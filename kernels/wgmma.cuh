@@ -1,0 +1,90 @@
+// Thin wrappers over Hopper's warpgroup tensor-core instructions (wgmma, sm_90a only): shared-memory
+// matrix descriptors, the asynchronous product, and the fences and waits around it. A warpgroup
+// is four consecutive warps starting at a multiple of four; all 128 threads issue each call.
+#pragma once
+
+#include <cstdint>
+
+#include "ptx.cuh"
+#include "wgmma_operands.h"
+
+namespace tiledmm::wgmma {
+
+// Whether this compilation pass targets sm_90a (the only target with wgmma); elsewhere the
+// wgmma kernels compile to a trap and the dispatcher never launches them.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kCompiled = true;
+#else
+constexpr bool kCompiled = false;
+#endif
+
+// The descriptor of an operand in shared memory laid out with 128-byte swizzling
+// (Swizzle128Tile): start address, then the leading and stride byte offsets, each in 16-byte
+// units. K-major (k unit-stride): stride = 1024 bytes between 8-row atoms; the leading offset is
+// unused. MN-major: leading = bytes between 64-element column blocks, stride = 1024 bytes between
+// groups of 8 k rows.
+__device__ __forceinline__ uint64_t descriptor(const void* smem, uint32_t leading_bytes,
+                                               uint32_t stride_bytes) {
+  const uint64_t address = ptx::smem_address(smem);
+  return ((address & 0x3FFFF) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride_bytes >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);  // 1: 128-byte swizzle
+}
+
+// Orders this thread's earlier accesses to the accumulator registers before the next wgmma.
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+// Closes the group of wgmmas issued since the last commit.
+__device__ __forceinline__ void commit_group() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Waits until at most kPending committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Makes this thread's shared-memory writes (cp.async, stores) visible to the tensor cores, which
+// read through the async proxy. Before the barrier that publishes a stage.
+__device__ __forceinline__ void fence_shared_for_async_proxy() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accesses of the accumulators across a wgmma, which writes them
+// asynchronously.
+template <int R>
+__device__ __forceinline__ void fence_operands(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define TILEDMM_WGMMA_ASM(N, TYPE)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D ", 0;\n"        \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "              \
+               TILEDMM_WGMMA_N##N##_ACC ", " TILEDMM_WGMMA_N##N##_REST "\n}\n"                   \
+               : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
+               : "l"(a), "l"(b), "n"(1), "n"(kTransA), "n"(kTransB))
+
+// d (64 x N, float32, accumulated) += A (64 x 16) * B (16 x N), 16-bit inputs from shared memory.
+// kTransA: A is M-major (column-major) in shared memory rather than K-major; kTransB: B is
+// N-major (row-major) rather than K-major. d: the m64nN accumulator fragment, N / 2 registers.
+template <int N, bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma widths instantiated here");
+  if constexpr (N == 64) {
+    if constexpr (kBf16) TILEDMM_WGMMA_ASM(64, "bf16");
+    else TILEDMM_WGMMA_ASM(64, "f16");
+  } else if constexpr (N == 128) {
+    if constexpr (kBf16) TILEDMM_WGMMA_ASM(128, "bf16");
+    else TILEDMM_WGMMA_ASM(128, "f16");
+  } else {
+    if constexpr (kBf16) TILEDMM_WGMMA_ASM(256, "bf16");
+    else TILEDMM_WGMMA_ASM(256, "f16");
+  }
+#endif
+}
+
+#undef TILEDMM_WGMMA_ASM
+
+}  // namespace tiledmm::wgmma
