@@ -53,6 +53,7 @@ struct ExactFloatFamily {
   using FallbackTiles = Tiles;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // the large tile pays from two blocks per SM
+  static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
@@ -133,6 +134,7 @@ struct MmaFamily {
   using FallbackTiles = typename MmaTileTable<Math>::FallbackTiles;
   static constexpr const char* kName = Math::kName;
   static constexpr int kLargeMinWaves = 1;  // the large tile pays from one block per SM
+  static constexpr bool kSplitOnLargeTile = false;
   // Without 16-byte alignment: element-wise cp.async, or for 16-bit types register-staged loads.
   static constexpr LoadMode kFallback = sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
 
@@ -160,52 +162,46 @@ struct MmaFamily {
   }
 };
 
-// fp16/bf16 on Hopper's warpgroup instructions (gemm_wgmma, sm_90a) for 16-byte-aligned
-// operands; the others take the mma.sync family's fallback tiles (register-staged loads).
+// fp16/bf16 on Hopper's warpgroup instructions (gemm_wgmma, sm_90a).
 template <typename Half>
 struct WgmmaFamily {
   using T = Half;
   using Acc = float;
-  using MmaSync = MmaFamily<HalfMath<Half>>;
   // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
   using Tiles = std::tuple<WgmmaTile<128, 256, 4>, WgmmaTile<128, 128, 4>, WgmmaTile<128, 128, 3, 2>,
                            WgmmaTile<64, 128, 4, 2>>;
-  using FallbackTiles = typename MmaSync::FallbackTiles;
+  // Register-staged loads (operands without 16-byte alignment) need 64 more registers per
+  // thread on 128 x 128: one block per SM (222 registers, no spills; 128 x 256 and two-block
+  // tiles spill).
+  using FallbackTiles = std::tuple<WgmmaTile<128, 128, 4>, WgmmaTile<128, 128, 4>,
+                                   WgmmaTile<128, 128, 4>, WgmmaTile<64, 128, 4, 2>>;
   static constexpr const char* kName =
       std::is_same_v<Half, __nv_bfloat16>
-          ? "bfloat16 tensor cores (wgmma on sm_90a for 16-byte-aligned operands, else mma.sync; "
-            "float32 accumulation)"
-          : "float16 tensor cores (wgmma on sm_90a for 16-byte-aligned operands, else mma.sync; "
-            "float32 accumulation)";
+          ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
+          : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
   static constexpr int kLargeMinWaves = 1;
+  // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
+  // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
+  static constexpr bool kSplitOnLargeTile = true;
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    if constexpr (kVec) {
-      launch_with_smem<gemm_wgmma_kernel<T, Tile, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
-                       wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
-    } else {
-      MmaSync::template launch<Tile, Out, false, kARowMajor, kBRowMajor>(args, grid, stream);
-    }
+    constexpr LoadMode kMode = kVec ? LoadMode::kVector : LoadMode::kStaged;
+    launch_with_smem<gemm_wgmma_kernel<T, Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
+                     wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
   template <class Tile>
   static void describe(std::ostream& s) {
-    if constexpr (is_wgmma_tile<Tile>) {
-      s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
-        << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k16 over 64 rows, "
-        << Tile::kStages << "-stage cp.async pipeline (" << wgmma_smem_bytes<T, Tile>() / 1024
-        << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
-    } else {
-      s << "mma.sync: ";
-      MmaSync::template describe<Tile>(s);
-    }
+    s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
+      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k16 over 64 rows, "
+      << Tile::kStages << "-stage pipeline (" << wgmma_smem_bytes<T, Tile>() / 1024
+      << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
   template <class Tile>
   static constexpr int smem_bytes() {
-    if constexpr (is_wgmma_tile<Tile>) return wgmma_smem_bytes<T, Tile>();
-    else return MmaSync::template smem_bytes<Tile>();
+    return wgmma_smem_bytes<T, Tile>();
   }
-  static const char* load_text(bool vec) { return MmaSync::load_text(vec); }
+  static const char* load_text(bool vec) { return MmaFamily<HalfMath<Half>>::load_text(vec); }
 };
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
@@ -297,6 +293,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
   };
   auto blocks = [&](int tile) { return output_tiles(p, info(tile).bm, info(tile).bn); };
   auto smem = [&](int tile) { return info(tile).smem; };
+  const bool large_fits = p.m >= info(kLarge).bm && p.n >= info(kLarge).bn;  // no empty rows or columns
   LaunchPlan plan{kMedium, 1, 0, vec, ""};
   if (p.tile_override >= 0) {
     STD_TORCH_CHECK(p.tile_override < num_tiles, "tiledmm: tile index ", p.tile_override,
@@ -309,8 +306,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
                "another's arithmetic";
-  } else if (p.m >= info(kLarge).bm && p.n >= info(kLarge).bn &&
-             blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
+  } else if (large_fits && blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
                " block(s) each or more)";
@@ -318,11 +314,17 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kMedium;
     plan.why = "medium output: the medium tile still fills every SM";
   } else {
-    const int64_t slabs = (p.k + info(kMedium).bk - 1) / info(kMedium).bk;
-    const int64_t want = (2 * num_sms + blocks(kMedium) - 1) / blocks(kMedium);
+    // K is split so that the slices fill the GPU: with the large tile where the family prefers it
+    // (one block per SM), else with the medium one (two blocks per SM).
+    const int split_tile = Family::kSplitOnLargeTile && large_fits ? kLarge : kMedium;
+    const int64_t per_sm = split_tile == kLarge ? Family::kLargeMinWaves : 2;
+    const int64_t slabs = (p.k + info(split_tile).bk - 1) / info(split_tile).bk;
+    const int64_t want = (per_sm * num_sms + blocks(split_tile) - 1) / blocks(split_tile);
     plan.splits = std::min(want, slabs / kMinSlabsPerSplit);
     if (plan.splits >= 2) {
-      plan.why = "small output, long K: K is split so that about two blocks per SM run";
+      plan.tile = split_tile;
+      plan.why = "small output, long K: K is split so that about " + std::to_string(per_sm) +
+                 " block(s) per SM run";
     } else {
       plan.tile = kSmall;
       plan.why = "small output, short K: small tiles for more blocks";

@@ -1,12 +1,12 @@
-// The Hopper tensor-core matrix-product kernel (wgmma, sm_90a), for fp16/bf16 operands whose
-// rows are 16-byte aligned.
+// The Hopper tensor-core matrix-product kernel (wgmma, sm_90a), for fp16/bf16 operands.
 //
 // A block of BM / 64 warpgroups computes a BM x BN tile of C[z]: warpgroup w owns rows
 // [64 w, 64 w + 64) across all BN columns, one m64nBNk16 wgmma per 16 of K. K advances in tiles of
 // 64 (one 128-byte row of 16-bit elements) through a ring of kStages shared-memory stages filled
-// by 16-byte cp.async: at tile t the block waits for tile t's copies, publishes them with a
-// barrier, starts the copies of tile t + kStages - 2 into the stage of tile t - 2 (whose wgmmas
-// have retired), issues tile t's wgmmas and lets them run while it waits for tile t - 1's. Stages
+// by 16-byte cp.async (operands with 16-byte-aligned rows) or by element loads staged through
+// registers and stored after the wgmmas are issued (any alignment): at tile t the block waits for tile t's copies, publishes them with a
+// barrier, issues tile t's wgmmas, starts the copies of tile t + kStages - 2 into the stage of
+// tile t - 2 (whose wgmmas have retired) and lets the wgmmas run while it waits for tile t - 1's. Stages
 // keep each operand's global layout in wgmma's 128-byte-swizzled form (Swizzle128Tile), so no
 // operand is transposed on the way: wgmma reads K-major or MN-major tiles itself.
 #pragma once
@@ -31,11 +31,6 @@ struct WgmmaTile {
   static_assert(kStages >= 3, "the pipeline needs three stages or more");
 };
 
-template <class Tile>
-constexpr bool is_wgmma_tile = false;
-template <int BM, int BN, int kStages, int kMinBlocks>
-constexpr bool is_wgmma_tile<WgmmaTile<BM, BN, kStages, kMinBlocks>> = true;
-
 // Shared memory of one block: kStages stages of A, then of B, and 1024 bytes to align them (the
 // swizzle is a function of the address).
 template <typename T, class Tile>
@@ -43,7 +38,7 @@ constexpr int wgmma_smem_bytes() {
   return Tile::kStages * (Tile::BM + Tile::BN) * Tile::BK * static_cast<int>(sizeof(T)) + 1024;
 }
 
-template <typename T, class Tile, bool kARowMajor, bool kBRowMajor, typename Out>
+template <typename T, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     gemm_wgmma_kernel(const GemmArgs<T, Out> args) {
   static_assert(sizeof(T) == 2, "16-bit operands");
@@ -52,8 +47,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   } else {
     constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
     constexpr int kRowBytes = 128;  // one row of a swizzle atom
-    using ALoader = StageLoader<T, BM, BK, Tile::kThreads, kARowMajor, LoadMode::kVector, Swizzle128Tile>;
-    using BLoader = StageLoader<T, BN, BK, Tile::kThreads, !kBRowMajor, LoadMode::kVector, Swizzle128Tile>;
+    using ALoader = StageLoader<T, BM, BK, Tile::kThreads, kARowMajor, kMode, Swizzle128Tile>;
+    using BLoader = StageLoader<T, BN, BK, Tile::kThreads, !kBRowMajor, kMode, Swizzle128Tile>;
     constexpr int kAStageElems = ALoader::Tile::kElems, kBStageElems = BLoader::Tile::kElems;
     constexpr bool kStagedEpilogue =
         staged_output_fits<BM, BN, Out>(wgmma_smem_bytes<T, Tile>() - 1024);
@@ -105,6 +100,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if (s < k_tiles) {
             a_loader.fetch(a_stages + s * kAStageElems, args.m - m0, k_len - s * BK);
             b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, k_len - s * BK);
+            a_loader.deposit(a_stages + s * kAStageElems);
+            b_loader.deposit(b_stages + s * kBStageElems);
           }
           ptx::cp_async_commit();
         }
@@ -114,15 +111,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_wait<kStages - 3>();  // tile t has landed (this thread's copies) ...
           wgmma::fence_shared_for_async_proxy();
           __syncthreads();  // ... everyone's; and every warpgroup's wgmmas of tile t - 2 retired
-          const int64_t next = t + kStages - 2;
-          int next_stage = stage + kStages - 2;
-          if (next_stage >= kStages) next_stage -= kStages;
-          if (next < k_tiles) {
-            a_loader.fetch(a_stages + next_stage * kAStageElems, args.m - m0, k_len - next * BK);
-            b_loader.fetch(b_stages + next_stage * kBStageElems, args.n - n0, k_len - next * BK);
-          }
-          ptx::cp_async_commit();
 
+          // Tile t's wgmmas first, so that the tensor cores go from tile t - 1's to them with no
+          // gap; the copies of a later tile are issued while they run.
           const T* as = a_stages + stage * kAStageElems;
           const T* bs = b_stages + stage * kBStageElems;
           wgmma::fence_operands(acc);
@@ -133,6 +124,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
                 acc, a_descriptor(as, s), b_descriptor(bs, s));
           wgmma::commit_group();
           wgmma::fence_operands(acc);
+
+          const int64_t next = t + kStages - 2;
+          int next_stage = stage + kStages - 2;
+          if (next_stage >= kStages) next_stage -= kStages;
+          if (next < k_tiles) {
+            a_loader.fetch(a_stages + next_stage * kAStageElems, args.m - m0, k_len - next * BK);
+            b_loader.fetch(b_stages + next_stage * kBStageElems, args.n - n0, k_len - next * BK);
+          }
+          ptx::cp_async_commit();
+          if (next < k_tiles) {  // register-staged loads (kStaged) land while the wgmmas run
+            a_loader.deposit(a_stages + next_stage * kAStageElems);
+            b_loader.deposit(b_stages + next_stage * kBStageElems);
+          }
           wgmma::wait_group<1>();  // tile t - 1's wgmmas have retired
           wgmma::fence_operands(acc);
           stage = stage + 1 == kStages ? 0 : stage + 1;

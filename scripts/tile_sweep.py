@@ -1,5 +1,5 @@
 """Times every tile configuration of one path's dispatcher table on a few problems (K unsplit
-unless the dispatcher would split it), against torch.matmul at the same dtype and precision,
+unless --splits), against torch.matmul at the same dtype and precision,
 with the error of each: the data for choosing tile shapes.
 
     python scripts/tile_sweep.py [--problems square smallK ...] [--dtype bfloat16] [--precision tf32]
@@ -19,6 +19,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--problems", nargs="*", default=["square", "transA", "irregular", "smallK"])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--splits", nargs="*", type=int, default=[0],
+                        help="K splits to force with each tile (0: none, one slice)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
     parser.add_argument("--precision", default="ieee", choices=list(_precision.CODES))
     args = parser.parse_args()
@@ -41,16 +43,19 @@ def sweep(args, dtype, code):
         flops = 2.0 * problem.m * problem.n * problem.k
         torch_ms = median_ms(lambda: torch.matmul(a, b), "cuda", 1, args.reps)
         print(f"{problem.name}: torch {torch_ms:.3f} ms ({flops / torch_ms / 1e9:.1f} TFLOP/s)")
-        tile = 0
-        while True:
-            try:
-                out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0, code)[0]
-            except RuntimeError:
-                break
-            err = ((out.double() - ref).norm() / ref.norm()).item()
-            ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, 0, code), "cuda", 1, args.reps)
-            print(f"  tile {tile}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  {torch_ms / ms:5.2f}x torch  err {err:.2e}", flush=True)
-            tile += 1
+        for splits in args.splits:
+            tile = 0
+            while True:
+                try:
+                    out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, splits, code)[0]
+                except RuntimeError:
+                    break
+                err = ((out.double() - ref).norm() / ref.norm()).item()
+                ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, splits, code),
+                               "cuda", 1, args.reps)
+                print(f"  tile {tile} splits {splits or 'auto'}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  "
+                      f"{torch_ms / ms:5.2f}x torch  err {err:.2e}", flush=True)
+                tile += 1
         del a, b, ref, out
         torch.cuda.empty_cache()
 

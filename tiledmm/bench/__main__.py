@@ -2,7 +2,8 @@
 
 For each problem, dtype and (for float32) precision, forward (C = A @ B) and forward+backward
 (also dA and dB): the time
-(CUDA events, median of --reps runs after warm-up, optionally with a cold L2), TFLOP/s, and the
+(CUDA events around each of --reps runs queued back to back after warm-up, the median; optionally
+with a cold L2, or with the host's launch latency in each run: --serialize), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
 forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json and
 prints a table. Without a GPU it runs a small CPU comparison instead.
@@ -66,7 +67,7 @@ def measure(problem, dtype, precision, passes, device, args, flush):
             else:
                 run = lambda: torch.autograd.grad(fn(a, b), (a, b), grad)  # noqa: E731
                 errs = [rel_err(g, r) for g, r in zip(run(), refs)]
-            ms = median_ms(run, device, args.warmup, args.reps, flush)
+            ms = median_ms(run, device, args.warmup, args.reps, flush, args.serialize)
             times[impl] = ms
             row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n, layout=problem.layout,
                        dtype=str(dtype).removeprefix("torch."), precision=precision, impl=impl,
@@ -111,6 +112,9 @@ def main():
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="1 warm-up and 5 timed runs")
     parser.add_argument("--cold-l2", action="store_true", help="evict the L2 before each timed run")
+    parser.add_argument("--serialize", action="store_true",
+                        help="wait for each run before starting the next, so that each time also holds "
+                             "the host's launch latency (default: runs queued back to back)")
     parser.add_argument("--out", default="bench/results", help="folder for the results JSON")
     parser.add_argument("--commit", default=None, help="commit to record (default: git's HEAD)")
     args = parser.parse_args()
@@ -139,7 +143,8 @@ def main():
 
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(),
-              "date": datetime.date.today().isoformat(), "cold_l2": bool(flush), "reps": args.reps, "rows": rows}
+              "date": datetime.date.today().isoformat(), "cold_l2": bool(flush),
+              "timing": "serialized" if args.serialize else "queued", "reps": args.reps, "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     path = os.path.join(args.out, f"{slug}-{result['date']}.json")

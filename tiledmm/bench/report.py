@@ -33,7 +33,8 @@ def pairs(result, pass_="fwd"):
 def markdown(result):
     lines = [
         f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
-        f"{', cold L2' if result.get('cold_l2') else ''}:",
+        f"{', cold L2' if result.get('cold_l2') else ''}"
+        f"{', each run synchronized (host launch latency included)' if result.get('timing') == 'serialized' else ''}:",
         "",
         "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | tiledmm TFLOP/s | error tiledmm | error torch |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",

@@ -18,9 +18,15 @@ class L2Flush:
         self.buffer.fill_(1.0)
 
 
-def median_ms(fn, device, warmup, reps, flush=None):
-    """Median time of fn in milliseconds: CUDA events around each run after warm-up (a host clock
-    on the CPU). With flush, the L2 is evicted before each run, outside the timed region."""
+def median_ms(fn, device, warmup, reps, flush=None, serialize=False):
+    """Median time of fn in milliseconds over reps runs after warm-up (a host clock on the CPU).
+
+    On the GPU a pair of CUDA events brackets each run. By default the runs are queued back to
+    back with one synchronization at the end, so the host enqueues ahead of the GPU and each time
+    is the GPU's time for the run (as in a training step, where the host runs ahead). With
+    serialize, the host waits for each run before starting the next, so each time also holds the
+    host's launch latency (what a lone call costs). With flush, the L2 is evicted before each run,
+    outside the events."""
     for _ in range(warmup):
         fn()
     if device != "cuda":
@@ -31,7 +37,7 @@ def median_ms(fn, device, warmup, reps, flush=None):
             times.append((time.perf_counter() - start) * 1e3)
         return statistics.median(times)
     torch.cuda.synchronize()
-    times = []
+    events = []
     for _ in range(reps):
         if flush is not None:
             flush()
@@ -39,9 +45,11 @@ def median_ms(fn, device, warmup, reps, flush=None):
         start.record()
         fn()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        events.append((start, end))
+        if serialize:
+            end.synchronize()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
 
 
 def rel_err(out, ref):
