@@ -162,23 +162,42 @@ struct MmaFamily {
   }
 };
 
-// fp16/bf16 on Hopper's warpgroup instructions (gemm_wgmma, sm_90a).
-template <typename Half>
-struct WgmmaFamily {
-  using T = Half;
-  using Acc = float;
-  // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
-  using Tiles = std::tuple<WgmmaTile<128, 256, 4>, WgmmaTile<128, 128, 4>, WgmmaTile<128, 128, 3, 2>,
-                           WgmmaTile<64, 128, 4, 2>>;
+// Hopper's warpgroup instructions (gemm_wgmma, sm_90a): fp16/bf16, and float32 as TF32.
+// 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
+template <typename T>
+struct WgmmaTileTable {  // fp16, bf16
+  using Tiles = std::tuple<WgmmaTile<128, 256, 64, 4>, WgmmaTile<128, 128, 64, 4>,
+                           WgmmaTile<128, 128, 64, 3, 2>, WgmmaTile<64, 128, 64, 4, 2>>;
   // Register-staged loads (operands without 16-byte alignment) need 64 more registers per
   // thread on 128 x 128: one block per SM (222 registers, no spills; 128 x 256 and two-block
   // tiles spill).
-  using FallbackTiles = std::tuple<WgmmaTile<128, 128, 4>, WgmmaTile<128, 128, 4>,
-                                   WgmmaTile<128, 128, 4>, WgmmaTile<64, 128, 4, 2>>;
+  using FallbackTiles = std::tuple<WgmmaTile<128, 128, 64, 4>, WgmmaTile<128, 128, 64, 4>,
+                                   WgmmaTile<128, 128, 64, 4>, WgmmaTile<64, 128, 64, 4, 2>>;
   static constexpr const char* kName =
-      std::is_same_v<Half, __nv_bfloat16>
-          ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
-          : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
+      std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
+                                       : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
+};
+// TF32 operands always pass through registers (rounding, and transposing MN-major ones), which
+// leaves the loads one tile of wgmmas to land in: latency-bound. Sweep (H200, queued timing):
+// 128 x 256 0.30x torch on square, 0.45x on transA, 0.37x on linear (128 x 128: 0.21-0.31x);
+// without 16-byte alignment (irregular) 64 x 128 at two blocks per SM 0.51x (128 x 256: 0.38x).
+template <>
+struct WgmmaTileTable<float> {
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 256, 32, 4>,
+                           WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
+  using FallbackTiles = std::tuple<WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>,
+                                   WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
+  static constexpr const char* kName =
+      "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
+};
+
+template <typename T_>
+struct WgmmaFamily {
+  using T = T_;
+  using Acc = float;
+  using Tiles = typename WgmmaTileTable<T>::Tiles;
+  using FallbackTiles = typename WgmmaTileTable<T>::FallbackTiles;
+  static constexpr const char* kName = WgmmaTileTable<T>::kName;
   static constexpr int kLargeMinWaves = 1;
   // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
   // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
@@ -186,14 +205,16 @@ struct WgmmaFamily {
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    constexpr LoadMode kMode = kVec ? LoadMode::kVector : LoadMode::kStaged;
+    constexpr LoadMode kMode =
+        kVec ? LoadMode::kVector : (sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement);
     launch_with_smem<gemm_wgmma_kernel<T, Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
                      wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
   template <class Tile>
   static void describe(std::ostream& s) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
-      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k16 over 64 rows, "
+      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k" << WgmmaInput<T>::kStepK
+      << " over 64 rows, "
       << Tile::kStages << "-stage pipeline (" << wgmma_smem_bytes<T, Tile>() / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
@@ -201,7 +222,11 @@ struct WgmmaFamily {
   static constexpr int smem_bytes() {
     return wgmma_smem_bytes<T, Tile>();
   }
-  static const char* load_text(bool vec) { return MmaFamily<HalfMath<Half>>::load_text(vec); }
+  static const char* load_text(bool vec) {
+    if constexpr (sizeof(T) == 2) return MmaFamily<HalfMath<T>>::load_text(vec);
+    return vec ? "16-byte loads through registers (rounded to TF32, stored K-major)"
+               : "element loads through registers (no 16-byte alignment; rounded to TF32, stored K-major)";
+  }
 };
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
@@ -448,6 +473,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
       case Precision::k3xTf32:
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
+        if (device.wgmma) return f(WgmmaFamily<float>{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:
         if (p.k < kMin3xTf32K)
@@ -477,7 +503,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
 #define TILEDMM_FAMILIES(X)                                                                 \
   X(ExactFloatFamily) X(MmaFamily<Split3xTf32Math>) X(MmaFamily<Tf32Math>)                \
   X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>) \
-  X(WgmmaFamily<__half>) X(WgmmaFamily<__nv_bfloat16>)
+  X(WgmmaFamily<__half>) X(WgmmaFamily<__nv_bfloat16>) X(WgmmaFamily<float>)
 #define TILEDMM_FAMILY_TEMPLATES(prefix, Family)                                 \
   prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, const DeviceLimits&); \
   prefix template std::string describe_family<Family>(const GemmProblem&, const DeviceLimits&);

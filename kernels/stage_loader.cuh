@@ -76,6 +76,7 @@ struct StageLoader {
   static_assert(kThreads % kChunksPerLine == 0 && Tile::kLines % kLineStep == 0,
                 "the block's threads must cover the tile in whole lines");
   static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
+  static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
 
   struct alignas(16) Chunk {
     T v[E];

@@ -65,6 +65,13 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
                : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
                : "l"(a), "l"(b), "n"(1), "n"(kTransA), "n"(kTransB))
 
+#define TILEDMM_WGMMA_TF32_ASM(N)                                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D ", 0;\n"        \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 "                        \
+               TILEDMM_WGMMA_N##N##_ACC ", " TILEDMM_WGMMA_N##N##_REST_NO_TRANSPOSE "\n}\n"      \
+               : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
+               : "l"(a), "l"(b), "n"(1))
+
 // d (64 x N, float32, accumulated) += A (64 x 16) * B (16 x N), 16-bit inputs from shared memory.
 // kTransA: A is M-major (column-major) in shared memory rather than K-major; kTransB: B is
 // N-major (row-major) rather than K-major. d: the m64nN accumulator fragment, N / 2 registers.
@@ -85,6 +92,19 @@ __device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64
 #endif
 }
 
+// d (64 x N, float32, accumulated) += A (64 x 8) * B (8 x N), TF32 inputs (float32 storage, the
+// low 13 mantissa bits ignored) from K-major shared memory: TF32 has no transposed forms.
+template <int N>
+__device__ __forceinline__ void mma_tf32_m64k8(float (&d)[N / 2], uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma widths instantiated here");
+  if constexpr (N == 64) TILEDMM_WGMMA_TF32_ASM(64);
+  else if constexpr (N == 128) TILEDMM_WGMMA_TF32_ASM(128);
+  else TILEDMM_WGMMA_TF32_ASM(256);
+#endif
+}
+
 #undef TILEDMM_WGMMA_ASM
+#undef TILEDMM_WGMMA_TF32_ASM
 
 }  // namespace tiledmm::wgmma
