@@ -2,7 +2,8 @@
 
 For each problem, dtype and (for float32) precision, forward (C = A @ B) and forward+backward
 (also dA and dB): the time
-(CUDA events around each of --reps runs queued back to back after warm-up, the median; optionally
+(CUDA events around each of --reps runs queued back to back after warm-up, torch and tiledmm
+taking turns, the median; optionally
 with a cold L2, or with the host's launch latency in each run: --serialize), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
 forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json and
@@ -22,7 +23,7 @@ import torch
 import tiledmm
 
 from .problems import CPU_PROBLEMS, PROBLEMS
-from .timing import L2Flush, median_ms, rel_err, torch_precision
+from .timing import L2Flush, median_ms_each, rel_err, torch_precision
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # float32 precisions. torch runs its float32-accurate default for all but "tf32", where it runs TF32.
@@ -59,19 +60,20 @@ def measure(problem, dtype, precision, passes, device, args, flush):
             flops = 6.0 * problem.m * problem.k * problem.n
             a.requires_grad_(True)
             b.requires_grad_(True)
-        times = {}
+        runs, errs = {}, {}
         for impl, fn in implementations(precision).items():
             if pass_ == "fwd":
-                run = lambda: fn(a, b)  # noqa: E731
-                errs = [rel_err(run(), refs[0])]
+                runs[impl] = lambda fn=fn: fn(a, b)
+                errs[impl] = rel_err(runs[impl](), refs[0])
             else:
-                run = lambda: torch.autograd.grad(fn(a, b), (a, b), grad)  # noqa: E731
-                errs = [rel_err(g, r) for g, r in zip(run(), refs)]
-            ms = median_ms(run, device, args.warmup, args.reps, flush, args.serialize)
-            times[impl] = ms
+                runs[impl] = lambda fn=fn: torch.autograd.grad(fn(a, b), (a, b), grad)
+                errs[impl] = max(rel_err(g, r) for g, r in zip(runs[impl](), refs))
+        # torch and tiledmm take turns, on the same inputs.
+        times = median_ms_each(runs, device, args.warmup, args.reps, flush, args.serialize)
+        for impl, ms in times.items():
             row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n, layout=problem.layout,
                        dtype=str(dtype).removeprefix("torch."), precision=precision, impl=impl,
-                       ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{max(errs):.3e}"))
+                       ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{errs[impl]:.3e}"))
             row["pass"] = pass_
             if impl == "tiledmm":
                 row["speedup"] = round(times["torch"] / ms, 3)

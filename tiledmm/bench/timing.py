@@ -19,7 +19,14 @@ class L2Flush:
 
 
 def median_ms(fn, device, warmup, reps, flush=None, serialize=False):
-    """Median time of fn in milliseconds over reps runs after warm-up (a host clock on the CPU).
+    """Median time of fn in milliseconds: median_ms_each for one function."""
+    return median_ms_each({"fn": fn}, device, warmup, reps, flush, serialize)["fn"]
+
+
+def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
+    """Median time in milliseconds of each function of runs ({name: fn}) over reps runs after
+    warm-up, the functions taking turns so that each sees the same GPU conditions (clocks, power,
+    the L2 of the others' runs); a host clock on the CPU.
 
     On the GPU a pair of CUDA events brackets each run. By default the runs are queued back to
     back with one synchronization at the end, so the host enqueues ahead of the GPU and each time
@@ -27,29 +34,32 @@ def median_ms(fn, device, warmup, reps, flush=None, serialize=False):
     serialize, the host waits for each run before starting the next, so each time also holds the
     host's launch latency (what a lone call costs). With flush, the L2 is evicted before each run,
     outside the events."""
-    for _ in range(warmup):
-        fn()
-    if device != "cuda":
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
+    for fn in runs.values():
+        for _ in range(warmup):
             fn()
-            times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
+    if device != "cuda":
+        times = {name: [] for name in runs}
+        for _ in range(reps):
+            for name, fn in runs.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - start) * 1e3)
+        return {name: statistics.median(t) for name, t in times.items()}
     torch.cuda.synchronize()
-    events = []
+    events = {name: [] for name in runs}
     for _ in range(reps):
-        if flush is not None:
-            flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        events.append((start, end))
-        if serialize:
-            end.synchronize()
+        for name, fn in runs.items():
+            if flush is not None:
+                flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            events[name].append((start, end))
+            if serialize:
+                end.synchronize()
     torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
+    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
 def rel_err(out, ref):
