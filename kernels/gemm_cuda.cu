@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -29,9 +30,12 @@ DeviceLimits limits_of(int32_t device_index) {
   int major = 0, minor = 0;
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
-  // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds it.
+  // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds
+  // it. TILEDMM_NO_WGMMA=1 turns it off (read at every call: the tests run the mma.sync kernels,
+  // Ampere's, on a Hopper GPU this way).
 #if defined(TILEDMM_SM90A)
-  limits.wgmma = major == 9 && minor == 0;
+  const char* off = std::getenv("TILEDMM_NO_WGMMA");
+  limits.wgmma = major == 9 && minor == 0 && !(off && std::string(off) == "1");
 #else
   limits.wgmma = false;
 #endif

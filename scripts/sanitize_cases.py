@@ -1,12 +1,14 @@
 """Runs every kernel variant once at small odd shapes, for compute-sanitizer.
 
-Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, float16, bfloat16)
-x operand layouts x load width (element-wise at shapes that divide nothing, 16-byte at multiples
-of 8), batched with a broadcast (stride-0) operand too. Each result
-is checked against float64, so a variant that runs but computes garbage is caught here as well.
+Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, float16, bfloat16;
+the wgmma paths also with TILEDMM_NO_WGMMA=1, so their mma.sync kernels) x operand layouts x load
+width (element-wise at shapes that divide nothing, 16-byte at multiples of 8), batched with a
+broadcast (stride-0) operand too. Each result is checked against float64, so a variant that runs
+but computes garbage is caught here as well.
 """
 
 import itertools
+import os
 import sys
 
 import torch
@@ -25,12 +27,22 @@ def matrix(batch, rows, cols, transposed, dtype):
     return torch.randn(batch, rows, cols, device="cuda", dtype=dtype)
 
 
+# On Hopper these paths run wgmma; TILEDMM_NO_WGMMA=1 runs their mma.sync kernels (Ampere's) too.
+MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or p[1] == 2]
+
+
+def cases():
+    """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run."""
+    default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
+    mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
+    return itertools.chain(default, mma_sync)
+
+
 def main():
     torch.manual_seed(0)
     runs = failures = 0
-    for tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in itertools.product(
-        range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES
-    ):
+    for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases():
+        os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
         out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
@@ -40,7 +52,7 @@ def main():
         runs += 1
         if not err <= tolerance:
             failures += 1
-            print(f"FAIL tile={tile} splits={splits} {dtype} precision={precision} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
+            print(f"FAIL wgmma_off={wgmma_off} tile={tile} splits={splits} {dtype} precision={precision} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
     torch.cuda.synchronize()
     print(f"sanitize_cases: {runs} variant runs, {failures} wrong results")
     return 1 if failures else 0

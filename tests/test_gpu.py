@@ -56,6 +56,25 @@ def test_every_kernel_variant(tile, splits, layout, dtype, precision, m, k, n):
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
+# The paths Hopper runs on wgmma, which also have mma.sync kernels (Ampere's): TILEDMM_NO_WGMMA=1
+# runs those on a Hopper GPU.
+MMA_SYNC_PATHS = [(torch.float32, "tf32"), (torch.float16, "ieee"), (torch.bfloat16, "ieee")]
+
+
+@pytest.mark.parametrize("dtype,precision", MMA_SYNC_PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in MMA_SYNC_PATHS])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tile", [0, 1, 2, 3])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("m,k,n", VARIANT_SHAPES)
+def test_every_mma_sync_variant_with_wgmma_off(monkeypatch, tile, splits, layout, dtype, precision, m, k, n):
+    monkeypatch.setenv("TILEDMM_NO_WGMMA", "1")
+    a, b = operands(m, k, n, layout, dtype, "cuda", batch=(3,))
+    assert "mma.sync" in tiledmm.explain(a[0], b[0], precision=precision)
+    code = PRECISION_CODES[precision]
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, code), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
+
+
 @pytest.mark.parametrize("dtype,precision", PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PATHS])
 def test_grid_stride_past_65535_row_tiles_and_batches(dtype, precision):
     """More row tiles, and more matrices of a batch, than a grid dimension holds (65535): the
