@@ -41,6 +41,11 @@ def gpu_targets():
     arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if arch_list:
         archs = [a.split("+")[0] for a in arch_list.replace(" ", ";").split(";")]
+        if "9.0a" in archs and "9.0" in archs:
+            # With both an sm_90 and an sm_90a image, the one the driver loads decides whether
+            # the wgmma kernels exist; tiledmm's dispatcher must know that at build time.
+            raise RuntimeError(f"tiledmm: TORCH_CUDA_ARCH_LIST={arch_list!r} names both 9.0 and 9.0a; "
+                               "name one (9.0a for Hopper's wgmma kernels)")
         return [], "9.0a" in archs
     targets = [("80", "sm_80"), ("90a", "sm_90a"), ("90", "compute_90")]
     return [f"-gencode=arch=compute_{arch},code={code}" for arch, code in targets], True

@@ -1,4 +1,4 @@
-// What the two kernel families (CUDA-core gemm_tiled, tensor-core gemm_mma) share: their
+// What the kernels (CUDA-core gemm_tiled, tensor-core gemm_mma and gemm_wgmma) share: their
 // arguments, conversions between storage and accumulator types, and the split-K reduction.
 #pragma once
 

@@ -31,11 +31,15 @@ DeviceLimits limits_of(int32_t device_index) {
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
   // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds
-  // it. TILEDMM_NO_WGMMA=1 turns it off (read at every call: the tests run the mma.sync kernels,
-  // Ampere's, on a Hopper GPU this way).
+  // it. Off when the driver compiles PTX instead of loading the sm_90a image (CUDA_FORCE_PTX_JIT:
+  // the PTX is compute_90's, without wgmma), and with TILEDMM_NO_WGMMA=1 (read at every call:
+  // the tests run the mma.sync kernels, Ampere's, on a Hopper GPU this way).
 #if defined(TILEDMM_SM90A)
-  const char* off = std::getenv("TILEDMM_NO_WGMMA");
-  limits.wgmma = major == 9 && minor == 0 && !(off && std::string(off) == "1");
+  auto set = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && std::string(value) == "1";
+  };
+  limits.wgmma = major == 9 && minor == 0 && !set("CUDA_FORCE_PTX_JIT") && !set("TILEDMM_NO_WGMMA");
 #else
   limits.wgmma = false;
 #endif

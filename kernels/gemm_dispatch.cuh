@@ -53,7 +53,8 @@ struct ExactFloatFamily {
   using FallbackTiles = Tiles;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // the large tile pays from two blocks per SM
-  static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile
+  static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
+  static constexpr int kMediumBlocksPerSm = 2;      // ... sized for two blocks per SM (measured)
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
@@ -135,12 +136,11 @@ struct MmaFamily {
   static constexpr const char* kName = Math::kName;
   static constexpr int kLargeMinWaves = 1;  // the large tile pays from one block per SM
   static constexpr bool kSplitOnLargeTile = false;
-  // Without 16-byte alignment: element-wise cp.async, or for 16-bit types register-staged loads.
-  static constexpr LoadMode kFallback = sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
+  static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    constexpr LoadMode kMode = kVec ? LoadMode::kVector : kFallback;
+    constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>,
                      Tile::kThreads, mma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
@@ -181,9 +181,10 @@ struct WgmmaTileTable {  // fp16, bf16
 // leaves the loads one tile of wgmmas to land in: latency-bound. Sweep (H200, queued timing):
 // 128 x 256 0.30x torch on square, 0.45x on transA, 0.37x on linear (128 x 128: 0.21-0.31x);
 // without 16-byte alignment (irregular) 64 x 128 at two blocks per SM 0.51x (128 x 256: 0.38x).
+// The medium tile is narrower, for outputs under 256 wide.
 template <>
 struct WgmmaTileTable<float> {
-  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 256, 32, 4>,
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 4>,
                            WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
   using FallbackTiles = std::tuple<WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>,
                                    WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
@@ -202,11 +203,11 @@ struct WgmmaFamily {
   // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
   // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
   static constexpr bool kSplitOnLargeTile = true;
+  static constexpr int kMediumBlocksPerSm = 1;  // the medium tiles' shared memory fits one block
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    constexpr LoadMode kMode =
-        kVec ? LoadMode::kVector : (sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement);
+    constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     launch_with_smem<gemm_wgmma_kernel<T, Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
                      wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
@@ -223,9 +224,12 @@ struct WgmmaFamily {
     return wgmma_smem_bytes<T, Tile>();
   }
   static const char* load_text(bool vec) {
-    if constexpr (sizeof(T) == 2) return MmaFamily<HalfMath<T>>::load_text(vec);
-    return vec ? "16-byte loads through registers (rounded to TF32, stored K-major)"
-               : "element loads through registers (no 16-byte alignment; rounded to TF32, stored K-major)";
+    if constexpr (sizeof(T) == 2) {
+      return MmaFamily<HalfMath<T>>::load_text(vec);
+    } else {
+      return vec ? "16-byte loads through registers (rounded to TF32, stored K-major)"
+                 : "element loads through registers (no 16-byte alignment; rounded to TF32, stored K-major)";
+    }
   }
 };
 
@@ -339,10 +343,10 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kMedium;
     plan.why = "medium output: the medium tile still fills every SM";
   } else {
-    // K is split so that the slices fill the GPU: with the large tile where the family prefers it
-    // (one block per SM), else with the medium one (two blocks per SM).
+    // K is split so that the slices fill the GPU: with the large tile where the family prefers it,
+    // else with the medium one, each at the blocks per SM it runs at.
     const int split_tile = Family::kSplitOnLargeTile && large_fits ? kLarge : kMedium;
-    const int64_t per_sm = split_tile == kLarge ? Family::kLargeMinWaves : 2;
+    const int64_t per_sm = split_tile == kLarge ? Family::kLargeMinWaves : Family::kMediumBlocksPerSm;
     const int64_t slabs = (p.k + info(split_tile).bk - 1) / info(split_tile).bk;
     const int64_t want = (per_sm * num_sms + blocks(split_tile) - 1) / blocks(split_tile);
     plan.splits = std::min(want, slabs / kMinSlabsPerSplit);

@@ -113,7 +113,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // Descriptors of k step s (kStep of K, 32 bytes) of this warpgroup's A rows and of B, in one
     // stage. K-major operands advance 32 bytes along their 128-byte rows; MN-major ones kStep
     // rows. This warpgroup's 64 rows of A start 64 lines (K-major) or one 64-row column block
-    // (MN-major) after the previous group's: 64 * BK elements either way.
+    // (MN-major: 16-bit only, a 128-byte block row holding 64 elements) after the previous
+    // group's: 64 * BK elements either way.
+    static_assert(kAKMajor || sizeof(T) == 2, "MN-major stages hold 64 elements per 128-byte row");
     auto a_descriptor = [&](const T* stage, int s) {
       if constexpr (kAKMajor)
         return wgmma::descriptor(stage + group * 64 * BK + s * kStep, 16, 8 * kRowBytes);

@@ -1,9 +1,10 @@
-// Shared-memory stages of the tensor-core kernel, and the loads that fill them.
+// Shared-memory stages of the tensor-core kernels, and the loads that fill them.
 //
 // A stage holds one operand's BX x BK tile (x is m for A, n for B) in the operand's own global
 // layout: lines along the operand's unit-stride dimension (k for row-major A / column-major B,
 // x otherwise), so global memory is copied straight in, 16 bytes at a time, with no transposing
-// stores. The fragment loads then read it either way (ldmatrix / ldmatrix.trans / scalar).
+// stores. mma.sync's fragment loads read it either way (ldmatrix / ldmatrix.trans / scalar);
+// wgmma reads K-major or MN-major tiles in its own swizzled layout (Swizzle128Tile).
 #pragma once
 
 #include <cstdint>
@@ -55,11 +56,18 @@ struct Swizzle128Tile {
 // How global memory reaches a stage.
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
-  kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment)
+  kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment; for TF32
+                 // wgmma, element loads through registers: tf32_stage_loader.cuh)
   kStaged = 2,   // 16-bit types with any alignment: element loads into registers, one 16-byte
                  // shared store per chunk after the math of the current stage (cp.async has no
                  // 2-byte form)
 };
+
+// How a kernel loads operands without 16-byte alignment.
+template <typename T>
+constexpr LoadMode fallback_load_mode() {
+  return sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
+}
 
 // Loads one operand's tiles into stages. kAlongK: the operand's unit-stride dimension is k.
 // A thread owns kPerThread chunks of a tile: one chunk column, lines kLineStep apart, so it keeps
