@@ -12,7 +12,7 @@ import torch
 import tiledmm  # noqa: F401
 from tiledmm import _precision
 from tiledmm.bench.problems import PROBLEMS
-from tiledmm.bench.timing import median_ms, torch_precision
+from tiledmm.bench.timing import median_ms_each, torch_precision
 
 
 def main():
@@ -41,20 +41,22 @@ def sweep(args, dtype, code):
         b = make(problem.n, problem.k).T if problem.layout[1] == "t" else make(problem.k, problem.n)
         ref = torch.matmul(a.double(), b.double())
         flops = 2.0 * problem.m * problem.n * problem.k
-        torch_ms = median_ms(lambda: torch.matmul(a, b), "cuda", 1, args.reps)
-        print(f"{problem.name}: torch {torch_ms:.3f} ms ({flops / torch_ms / 1e9:.1f} TFLOP/s)")
+        print(problem.name)
+        torch_run = lambda: torch.matmul(a, b)  # noqa: E731
         for splits in args.splits:
             tile = 0
             while True:
+                run = lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, splits, code)  # noqa: E731
                 try:
-                    out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, splits, code)[0]
+                    out = run()[0]
                 except RuntimeError:
                     break
                 err = ((out.double() - ref).norm() / ref.norm()).item()
-                ms = median_ms(lambda: torch.ops.tiledmm._bmm_with_config(a[None], b[None], tile, splits, code),
-                               "cuda", 1, args.reps)
-                print(f"  tile {tile} splits {splits or 'auto'}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  "
-                      f"{torch_ms / ms:5.2f}x torch  err {err:.2e}", flush=True)
+                # torch and the tile take turns (bench/NOTES.md item 19).
+                times = median_ms_each({"torch": torch_run, "tile": run}, "cuda", 1, args.reps)
+                ms, torch_ms = times["tile"], times["torch"]
+                print(f"  tile {tile} splits {max(splits, 1)}: {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s  "
+                      f"{torch_ms / ms:5.2f}x torch ({torch_ms:.3f} ms)  err {err:.2e}", flush=True)
                 tile += 1
         del a, b, ref, out
         torch.cuda.empty_cache()

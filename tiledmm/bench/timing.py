@@ -18,11 +18,6 @@ class L2Flush:
         self.buffer.fill_(1.0)
 
 
-def median_ms(fn, device, warmup, reps, flush=None, serialize=False):
-    """Median time of fn in milliseconds: median_ms_each for one function."""
-    return median_ms_each({"fn": fn}, device, warmup, reps, flush, serialize)["fn"]
-
-
 def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
     """Median time in milliseconds of each function of runs ({name: fn}) over reps runs after
     warm-up, the functions taking turns so that each sees the same GPU conditions (clocks, power,
