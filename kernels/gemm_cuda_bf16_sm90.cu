@@ -2,5 +2,5 @@
 #include "gemm_dispatch.cuh"
 
 namespace tiledmm {
-TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<__nv_bfloat16>)
+TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<WgmmaHalfInput<__nv_bfloat16>>)
 }  // namespace tiledmm

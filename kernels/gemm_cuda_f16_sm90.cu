@@ -2,5 +2,5 @@
 #include "gemm_dispatch.cuh"
 
 namespace tiledmm {
-TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<__half>)
+TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<WgmmaHalfInput<__half>>)
 }  // namespace tiledmm

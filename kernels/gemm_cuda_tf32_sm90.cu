@@ -2,5 +2,5 @@
 #include "gemm_dispatch.cuh"
 
 namespace tiledmm {
-TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<float>)
+TILEDMM_FAMILY_TEMPLATES(, WgmmaTf32Family)
 }  // namespace tiledmm

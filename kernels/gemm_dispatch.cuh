@@ -55,8 +55,9 @@ struct ExactFloatFamily {
   static constexpr int kLargeMinWaves = 2;  // the large tile pays from two blocks per SM
   static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
   static constexpr int kMediumBlocksPerSm = 2;      // ... sized for two blocks per SM (measured)
+  static constexpr bool kTransposesRowMajorProducts = false;
 
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
     gemm_tiled_kernel<T, Out, Tile, kVec ? 4 : 1, kARowMajor, kBRowMajor>
         <<<grid, Tile::kThreads, 0, stream>>>(args);
@@ -137,8 +138,9 @@ struct MmaFamily {
   static constexpr int kLargeMinWaves = 1;  // the large tile pays from one block per SM
   static constexpr bool kSplitOnLargeTile = false;
   static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
+  static constexpr bool kTransposesRowMajorProducts = false;
 
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>,
@@ -162,10 +164,12 @@ struct MmaFamily {
   }
 };
 
-// Hopper's warpgroup instructions (gemm_wgmma, sm_90a): fp16/bf16, and float32 as TF32.
+// Hopper's warpgroup instructions (gemm_wgmma, sm_90a): fp16/bf16, and float32 as TF32 or
+// 3xTF32, one table per input path.
 // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
-template <typename T>
+template <class Input>
 struct WgmmaTileTable {  // fp16, bf16
+  using T = typename Input::T;
   using Tiles = std::tuple<WgmmaTile<128, 256, 64, 4>, WgmmaTile<128, 128, 64, 4>,
                            WgmmaTile<128, 128, 64, 3, 2>, WgmmaTile<64, 128, 64, 4, 2>>;
   // Register-staged loads (operands without 16-byte alignment) need 64 more registers per
@@ -177,61 +181,79 @@ struct WgmmaTileTable {  // fp16, bf16
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
 };
-// TF32 operands always pass through registers (rounding, and transposing MN-major ones), which
-// leaves the loads one tile of wgmmas to land in: latency-bound. Sweep (H200, queued timing):
-// 128 x 256 0.30x torch on square, 0.45x on transA, 0.37x on linear (128 x 128: 0.21-0.31x);
-// without 16-byte alignment (irregular) 64 x 128 at two blocks per SM 0.51x (128 x 256: 0.38x).
-// The medium tile is narrower, for outputs under 256 wide.
+// TF32: A from registers, B by cp.async (MN-major B, in A^T x B products only, through
+// registers). Operands without 16-byte alignment are copied element-wise by cp.async.
 template <>
-struct WgmmaTileTable<float> {
-  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 4>,
+struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 5>,
                            WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
-  using FallbackTiles = std::tuple<WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>,
-                                   WgmmaTile<64, 128, 32, 4, 2>, WgmmaTile<64, 128, 32, 4, 2>>;
+  using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
 };
+// 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
+// 128 x 128 at most (four stages are 193 KiB).
+template <>
+struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
+  using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4>, WgmmaTile<128, 128, 32, 4>,
+                           WgmmaTile<64, 128, 32, 4>, WgmmaTile<64, 128, 32, 4>>;
+  using FallbackTiles = Tiles;
+  static constexpr const char* kName =
+      "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
+      "128 of K)";
+};
 
-template <typename T_>
+template <class Input>
 struct WgmmaFamily {
-  using T = T_;
+  using T = typename Input::T;
   using Acc = float;
-  using Tiles = typename WgmmaTileTable<T>::Tiles;
-  using FallbackTiles = typename WgmmaTileTable<T>::FallbackTiles;
-  static constexpr const char* kName = WgmmaTileTable<T>::kName;
+  using Tiles = typename WgmmaTileTable<Input>::Tiles;
+  using FallbackTiles = typename WgmmaTileTable<Input>::FallbackTiles;
+  static constexpr const char* kName = WgmmaTileTable<Input>::kName;
   static constexpr int kLargeMinWaves = 1;
   // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
   // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
   static constexpr bool kSplitOnLargeTile = true;
   static constexpr int kMediumBlocksPerSm = 1;  // the medium tiles' shared memory fits one block
+  // float32: row-major A x row-major B runs as C^T = B^T A^T, whose shared-memory operand (A^T) is
+  // K-major, as TF32 wgmma needs (gemm_wgmma.cuh).
+  static constexpr bool kTransposesRowMajorProducts = std::is_same_v<T, float>;
 
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor>
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
-    launch_with_smem<gemm_wgmma_kernel<T, Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
-                     wgmma_smem_bytes<T, Tile>()>(args, grid, stream);
+    if constexpr (kTransposesRowMajorProducts && kARowMajor && kBRowMajor) {
+      STD_TORCH_CHECK(false, "tiledmm: internal error: row-major float32 products run transposed");
+    } else {
+      launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>,
+                       Tile::kThreads, wgmma_smem_bytes<Input, Tile>()>(args, grid, stream);
+    }
   }
   template <class Tile>
   static void describe(std::ostream& s) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
-      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k" << WgmmaInput<T>::kStepK
+      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
       << " over 64 rows, "
-      << Tile::kStages << "-stage pipeline (" << wgmma_smem_bytes<T, Tile>() / 1024
+      << Tile::kStages << "-stage pipeline (" << wgmma_smem_bytes<Input, Tile>() / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
   template <class Tile>
   static constexpr int smem_bytes() {
-    return wgmma_smem_bytes<T, Tile>();
+    return wgmma_smem_bytes<Input, Tile>();
   }
   static const char* load_text(bool vec) {
     if constexpr (sizeof(T) == 2) {
       return MmaFamily<HalfMath<T>>::load_text(vec);
     } else {
-      return vec ? "16-byte loads through registers (rounded to TF32, stored K-major)"
-                 : "element loads through registers (no 16-byte alignment; rounded to TF32, stored K-major)";
+      return vec ? "16-byte cp.async; A rounded to TF32 in registers, B in shared memory (K-major B; "
+                   "an MN-major B is rounded and transposed through registers)"
+                 : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B in "
+                   "shared memory (K-major B; an MN-major B is rounded and transposed through registers)";
     }
   }
 };
+using WgmmaTf32Family = WgmmaFamily<WgmmaTf32Input<Tf32Math>>;
+using Wgmma3xTf32Family = WgmmaFamily<WgmmaTf32Input<Split3xTf32Math>>;
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
 // Longest K one accumulator sums before its slice is added to the others: rounding error grows
@@ -398,19 +420,44 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, cudaStr
                       static_cast<unsigned>(std::min<int64_t>(p.batch * plan.splits, 65535)));
       with_bool(p.a.row_major, [&](auto a_row) {
         with_bool(p.b.row_major, [&](auto b_row) {
-          Family::template launch<Tile, Out, decltype(vec)::value,
-                                  decltype(a_row)::value, decltype(b_row)::value>(args, grid, stream);
-          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          constexpr bool kARow = decltype(a_row)::value, kBRow = decltype(b_row)::value;
+          auto launch = [&](auto transposed) {
+            Family::template launch<Tile, Out, decltype(vec)::value, kARow, kBRow,
+                                    decltype(transposed)::value>(args, grid, stream);
+            STD_CUDA_KERNEL_LAUNCH_CHECK();
+          };
+          // Transposed products come out of orient() with both operands column-major.
+          if constexpr (Family::kTransposesRowMajorProducts && !kARow && !kBRow)
+            with_bool(p.c_transposed, launch);
+          else
+            launch(std::false_type{});
         });
       });
     });
   });
 }
 
+// The problem as the family runs it: row-major A x row-major B as C^T = B^T A^T where the family
+// wants that (B^T and A^T are B's and A's memory read column-major; the kernel writes its n x m
+// result column-major, which is C row-major).
 template <class Family>
-void run_family(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device) {
+GemmProblem orient(const GemmProblem& p) {
+  if (!Family::kTransposesRowMajorProducts || !p.a.row_major || !p.b.row_major) return p;
+  GemmProblem q = p;
+  q.a = p.b;
+  q.b = p.a;
+  q.a.row_major = q.b.row_major = false;
+  q.m = p.n;
+  q.n = p.m;
+  q.c_transposed = true;
+  return q;
+}
+
+template <class Family>
+void run_family(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device) {
   using T = typename Family::T;
   using Acc = typename Family::Acc;
+  const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
   if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), stream);
 
@@ -430,10 +477,14 @@ void run_family(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& d
 }
 
 template <class Family>
-std::string describe_family(const GemmProblem& p, const DeviceLimits& device) {
+std::string describe_family(const GemmProblem& problem, const DeviceLimits& device) {
+  const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
   std::ostringstream s;
   s << "kernel: " << Family::kName << "\n";
+  if (p.c_transposed)
+    s << "operands: computed as C^T = B^T A^T (" << p.m << " x " << p.n
+      << ", written column-major), so that the shared-memory operand is K-major\n";
   with_table<Family>(plan.vec, [&](auto, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       s << "tile " << plan.tile << ": ";
@@ -450,7 +501,9 @@ std::string describe_family(const GemmProblem& p, const DeviceLimits& device) {
   return s.str();
 }
 
-// 'highest' (float32 accuracy by the fastest path that has it) runs the exact kernel where that
+// 'highest' (float32 accuracy by the fastest path that has it), on Hopper: 3xTF32 on wgmma
+// (1.5-1.8x cuBLAS's float32 on the anchors), except where its accuracy falls short (below).
+// Elsewhere it runs the exact kernel where that
 // is both as accurate as cuBLAS and faster than 3xTF32 (on an H200, mma.sync's TF32 rate caps
 // 3xTF32 at 108 TFLOP/s, and it ran at 0.64-0.81x of the exact kernel: bench/NOTES.md): outputs
 // at least a tile wide and tall that fill the GPU (both libraries sum them along K in one pass)
@@ -460,6 +513,17 @@ std::string describe_family(const GemmProblem& p, const DeviceLimits& device) {
 // dropped small x small product and truncated tensor-core sums do not average out over so few
 // products.
 constexpr int64_t kMin3xTf32K = 32;
+
+// On Hopper 3xTF32 runs on wgmma, whose sums move into float32 once per 32 of K; an output too
+// small to fill the GPU whose K is not split into several slices is then one sequential float32
+// sum of up to a few dozen tile sums per output, and on all-positive inputs that measured 2.0-2.4x
+// torch's error (96 x 80 outputs, K 33-1000; cuBLAS splits K there). The mma.sync kernel, which
+// moves its sums every 8 of K, keeps those problems within the contract.
+inline bool wgmma_3xtf32_is_as_accurate(const GemmProblem& p, int num_sms) {
+  using Medium = std::tuple_element_t<kMedium, Wgmma3xTf32Family::Tiles>;
+  constexpr int64_t kMinSplitK = 4096;  // measured within the contract from here (8 slices)
+  return output_tiles(p, Medium::BM, Medium::BN) >= num_sms || p.k >= kMinSplitK;
+}
 
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
@@ -475,14 +539,23 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
     switch (p.precision) {
       case Precision::k3xTf32:
+        if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
+          return f(Wgmma3xTf32Family{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
-        if (device.wgmma) return f(WgmmaFamily<float>{}, "precision tf32: inputs rounded to TF32");
+        if (device.wgmma) return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:
         if (p.k < kMin3xTf32K)
           return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
                                            " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
+        if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
+          return f(Wgmma3xTf32Family{}, "precision highest: 3xTF32 on Hopper's warpgroup tensor "
+                                        "cores, float32 accuracy faster than the exact kernel");
+        if (device.wgmma)
+          return f(MmaFamily<Split3xTf32Math>{},
+                   "precision highest: a small output with K too short to split, where 3xTF32 on "
+                   "mma.sync (float32 sums every 8 of K) keeps float32 accuracy");
         if (exact_is_faster_and_as_accurate(p, num_sms))
           return f(ExactFloatFamily{},
                    "precision highest: an output that fills the GPU (or a K split for accuracy), "
@@ -496,7 +569,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
   } else if constexpr (std::is_same_v<T, double>) {
     f(MmaFamily<DoubleMath>{}, "float64: IEEE double fused multiply-adds on the FP64 tensor cores");
   } else if (device.wgmma) {
-    f(WgmmaFamily<T>{}, "16-bit inputs on Hopper: warpgroup tensor cores, float32 accumulation");
+    f(WgmmaFamily<WgmmaHalfInput<T>>{}, "16-bit inputs on Hopper: warpgroup tensor cores, float32 accumulation");
   } else {
     f(MmaFamily<HalfMath<T>>{}, "16-bit inputs: tensor cores, float32 accumulation");
   }
@@ -507,7 +580,8 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
 #define TILEDMM_FAMILIES(X)                                                                 \
   X(ExactFloatFamily) X(MmaFamily<Split3xTf32Math>) X(MmaFamily<Tf32Math>)                \
   X(MmaFamily<DoubleMath>) X(MmaFamily<HalfMath<__half>>) X(MmaFamily<HalfMath<__nv_bfloat16>>) \
-  X(WgmmaFamily<__half>) X(WgmmaFamily<__nv_bfloat16>) X(WgmmaFamily<float>)
+  X(WgmmaFamily<WgmmaHalfInput<__half>>) X(WgmmaFamily<WgmmaHalfInput<__nv_bfloat16>>)       \
+  X(WgmmaTf32Family) X(Wgmma3xTf32Family)
 #define TILEDMM_FAMILY_TEMPLATES(prefix, Family)                                 \
   prefix template void run_family<Family>(const GemmProblem&, cudaStream_t, const DeviceLimits&); \
   prefix template std::string describe_family<Family>(const GemmProblem&, const DeviceLimits&);

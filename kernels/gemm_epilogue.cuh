@@ -14,23 +14,31 @@ namespace tiledmm {
 template <int BN, typename Out>
 constexpr int kStagedOutLd = BN + 16 / static_cast<int>(sizeof(Out));
 
-// Whether a BM x BN tile of Out fits in smem_bytes of shared memory for the staged epilogue.
-template <int BM, int BN, typename Out>
+// Whether a BM x BN tile of Out (staged as BN lines of BM when kColumnMajor) fits in smem_bytes
+// of shared memory for the staged epilogue.
+template <int BM, int BN, typename Out, bool kColumnMajor = false>
 constexpr bool staged_output_fits(int smem_bytes) {
-  return BM * kStagedOutLd<BN, Out> * static_cast<int>(sizeof(Out)) <= smem_bytes;
+  constexpr int kLines = kColumnMajor ? BN : BM, kLineLen = kColumnMajor ? BM : BN;
+  return kLines * kStagedOutLd<kLineLen, Out> * static_cast<int>(sizeof(Out)) <= smem_bytes;
 }
 
 // value(i, j, half, e): the accumulator of row g + 8 half, column 2 t4 + e of tile (i, j).
-// c: the row-major m x n output; (m0, n0): the block's tile. kStaged: through shared memory (over
-// the stages, which every warp must be done with), so that global memory sees whole 16-byte row
-// segments; otherwise pairs of adjacent outputs straight from the registers.
-template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, typename Out, typename Value>
+// c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
+// kStaged: through shared memory (over the stages, which every warp must be done with), so that
+// global memory sees whole 16-byte segments of its lines (rows, or columns); otherwise straight
+// from the registers (pairs of adjacent outputs in one store where the layout allows).
+template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
+          typename Out, typename Value>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
                                                   unsigned char* smem) {
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+  // Lines of the output in memory: rows of n outputs, or columns of m.
+  const int64_t line_len = kColumnMajor ? m : n;
   if constexpr (kStaged) {
-    constexpr int kOutLd = kStagedOutLd<BN, Out>;
+    // The tile is staged in the output's own orientation: kLines lines of kLineLen outputs.
+    constexpr int kLines = kColumnMajor ? BN : BM, kLineLen = kColumnMajor ? BM : BN;
+    constexpr int kOutLd = kStagedOutLd<kLineLen, Out>;
     ptx::cp_async_wait<0>();
     __syncthreads();  // every warp is done with the stages the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
@@ -40,26 +48,34 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          Out* p = tile + (warp_m + i * 16 + g + 8 * half) * kOutLd + warp_n + j * 8 + 2 * t4;
-          store_pair(p, value(i, j, half, 0), value(i, j, half, 1));
+          const int r = warp_m + i * 16 + g + 8 * half, col = warp_n + j * 8 + 2 * t4;
+          if constexpr (kColumnMajor) {
+            // Lanes (g, t4) hit banks g + 8 t4 (mod 32): 2 kOutLd is 8 words past a multiple of 32.
+            tile[col * kOutLd + r] = from_acc<Out>(value(i, j, half, 0));
+            tile[(col + 1) * kOutLd + r] = from_acc<Out>(value(i, j, half, 1));
+          } else {
+            store_pair(tile + r * kOutLd + col, value(i, j, half, 0), value(i, j, half, 1));
+          }
         }
     __syncthreads();
-    constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kRowVecs = BN / kVec;
-    const bool vec = n % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
-    for (int v = tid; v < BM * kRowVecs; v += kThreads) {
-      const int r = v / kRowVecs, col = (v % kRowVecs) * kVec;
-      const int64_t row = m0 + r;
-      if (row >= m || n0 + col >= n) continue;
-      const Out* src = tile + r * kOutLd + col;
-      Out* dst = c + row * n + n0 + col;
+    constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kLineVecs = kLineLen / kVec;
+    const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
+    const int64_t e0 = kColumnMajor ? m0 : n0;
+    const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+    for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
+      const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
+      const int64_t line = line0 + l;
+      if (line >= lines || e0 + e >= line_len) continue;
+      const Out* src = tile + l * kOutLd + e;
+      Out* dst = c + line * line_len + e0 + e;
       if (vec) {
         *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
       } else {
-        for (int e = 0; e < kVec && n0 + col + e < n; ++e) dst[e] = src[e];
+        for (int x = 0; x < kVec && e0 + e + x < line_len; ++x) dst[x] = src[x];
       }
     }
   } else {
-    const bool pairs = n % 2 == 0;  // two adjacent outputs make one aligned store
+    const bool pairs = !kColumnMajor && n % 2 == 0;  // two adjacent outputs make one aligned store
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -69,12 +85,12 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const int64_t col = n0 + warp_n + j * 8 + 2 * t4;
-          Out* p = c + row * n + col;
+          auto at = [&](int64_t cc) { return kColumnMajor ? c + cc * m + row : c + row * n + cc; };
           if (pairs && col < n) {
-            store_pair(p, value(i, j, half, 0), value(i, j, half, 1));
+            store_pair(at(col), value(i, j, half, 0), value(i, j, half, 1));
           } else {
-            if (col < n) p[0] = from_acc<Out>(value(i, j, half, 0));
-            if (col + 1 < n) p[1] = from_acc<Out>(value(i, j, half, 1));
+            if (col < n) *at(col) = from_acc<Out>(value(i, j, half, 0));
+            if (col + 1 < n) *at(col + 1) = from_acc<Out>(value(i, j, half, 1));
           }
         }
       }

@@ -40,6 +40,9 @@ struct GemmProblem {
   // Forces a kernel configuration (tests, tile sweeps); -1 and 0 let the dispatcher choose.
   int tile_override;        // an index into the dispatcher's tile table
   int64_t splits_override;  // the number of slices K is split into
+  // Set by the dispatcher only (orient): the kernel computes C^T = B^T A^T, an n x m product
+  // whose result it writes column-major into c.
+  bool c_transposed;
 };
 
 }  // namespace tiledmm

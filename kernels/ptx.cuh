@@ -49,11 +49,18 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
   }
 }
 
-// float -> TF32 (round to nearest, ties away from zero), kept in a 32-bit register. NaN stays
-// NaN (an integer rounding trick would carry some NaN payloads into the sign bit).
+// float -> TF32, rounded to nearest, kept in a 32-bit register. NaN stays NaN (an integer
+// rounding trick would carry some NaN payloads, the GPU's own 0x7FFFFFFF among them, into the
+// sign bit). sm_90 converts in one instruction, ties to even (cvt.rn); older GPUs have only
+// ties away from zero (cvt.rna, three instructions there, as on sm_90). The two differ only
+// where the 13 dropped bits are exactly half an ulp.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#else
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
   return r;
 }
 

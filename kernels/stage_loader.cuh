@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm_common.cuh"
 #include "ptx.cuh"
@@ -108,31 +109,40 @@ struct StageLoader {
   // the matrix extent left from the tile's origin; zeros are loaded beyond it.
   __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
     const int64_t line_left = kAlongK ? x_left : k_left;
-    const int64_t elem_left = (kAlongK ? k_left : x_left) - e;
+    const int64_t extent_left = kAlongK ? k_left : x_left, elem_left = extent_left - e;
+    // checked: bounds tests per chunk; a tile wholly inside the matrix (most) goes without.
+    auto copy = [&](auto checked) {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int l = line + i * kLineStep;
-      const bool line_ok = l < line_left;
-      const T* src = ptr + i * (kLineStep * ld);
-      T* dst = stage + Tile::offset(l, e);
-      if constexpr (kMode == LoadMode::kVector) {
-        // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
-        const bool ok = line_ok && elem_left > 0;
-        ptx::cp_async<16>(dst, ok ? src : base, ok);
-      } else {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int l = line + i * kLineStep;
+        const bool line_ok = !checked || l < line_left;
+        const T* src = ptr + i * (kLineStep * ld);
+        T* dst = stage + Tile::offset(l, e);
+        if constexpr (kMode == LoadMode::kVector) {
+          // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
+          const bool ok = line_ok && (!checked || elem_left > 0);
+          ptx::cp_async<16>(dst, ok ? src : base, ok);
+        } else {
 #pragma unroll
-        for (int v = 0; v < E; ++v) {
-          const bool ok = line_ok && v < elem_left;
-          if constexpr (kMode == LoadMode::kElement) {
-            ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
-          } else {
-            staged[i].v[v] = ok ? src[v] : from_acc<T>(0.0f);
+          for (int v = 0; v < E; ++v) {
+            const bool ok = line_ok && (!checked || v < elem_left);
+            if constexpr (kMode == LoadMode::kElement) {
+              ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
+            } else {
+              staged[i].v[v] = ok ? src[v] : from_acc<T>(0.0f);
+            }
           }
         }
       }
-    }
+    };
+    if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) copy(std::false_type{});
+    else copy(std::true_type{});
     ptr += kAlongK ? BK : BK * ld;
   }
+
+  // Work on a tile's copies once they have landed, before the barrier that publishes it: none.
+  static constexpr bool kRoundsInPlace = false;
+  __device__ __forceinline__ void finish(T*) const {}
 
   // kStaged: writes the registers of the last fetch into `stage`.
   __device__ __forceinline__ void deposit(T* stage) const {

@@ -72,6 +72,13 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
                : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
                : "l"(a), "l"(b), "n"(1))
 
+#define TILEDMM_WGMMA_TF32_RS_ASM(N)                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D_RS ", 0;\n"     \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 "                        \
+               TILEDMM_WGMMA_N##N##_ACC ", " TILEDMM_WGMMA_N##N##_REST_RS "\n}\n"               \
+               : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+
 // d (64 x N, float32, accumulated) += A (64 x 16) * B (16 x N), 16-bit inputs from shared memory.
 // kTransA: A is M-major (column-major) in shared memory rather than K-major; kTransB: B is
 // N-major (row-major) rather than K-major. d: the m64nN accumulator fragment, N / 2 registers.
@@ -104,7 +111,22 @@ __device__ __forceinline__ void mma_tf32_m64k8(float (&d)[N / 2], uint64_t a, ui
 #endif
 }
 
+// The same with A from registers: warp w of the group holds rows 16 w ... 16 w + 15 of A as the
+// mma.sync m16n8k8 TF32 A fragment (lane (g, t4): rows g, g + 8 at columns t4, t4 + 4). The
+// registers must not change until the wgmma retires (wait_group). accumulate = 0: d = A * B.
+template <int N>
+__device__ __forceinline__ void mma_tf32_m64k8_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                                  int accumulate = 1) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma widths instantiated here");
+  if constexpr (N == 64) TILEDMM_WGMMA_TF32_RS_ASM(64);
+  else if constexpr (N == 128) TILEDMM_WGMMA_TF32_RS_ASM(128);
+  else TILEDMM_WGMMA_TF32_RS_ASM(256);
+#endif
+}
+
 #undef TILEDMM_WGMMA_ASM
 #undef TILEDMM_WGMMA_TF32_ASM
+#undef TILEDMM_WGMMA_TF32_RS_ASM
 
 }  // namespace tiledmm::wgmma

@@ -28,7 +28,7 @@ def matrix(batch, rows, cols, transposed, dtype):
 
 
 # On Hopper these paths run wgmma; TILEDMM_NO_WGMMA=1 runs their mma.sync kernels (Ampere's) too.
-MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or p[1] == 2]
+MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or p[1] in (1, 2)]
 
 
 def cases():

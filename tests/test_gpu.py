@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tiledmm
-from _util import DTYPES, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, requires_gpu
+from _util import DTYPES, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, rel_err, requires_gpu
 
 pytestmark = requires_gpu
 ops = torch.ops.tiledmm
@@ -58,7 +58,7 @@ def test_every_kernel_variant(tile, splits, layout, dtype, precision, m, k, n):
 
 # The paths Hopper runs on wgmma, which also have mma.sync kernels (Ampere's): TILEDMM_NO_WGMMA=1
 # runs those on a Hopper GPU.
-MMA_SYNC_PATHS = [(torch.float32, "tf32"), (torch.float16, "ieee"), (torch.bfloat16, "ieee")]
+MMA_SYNC_PATHS = [(torch.float32, "tf32"), (torch.float32, "3xtf32"), (torch.float16, "ieee"), (torch.bfloat16, "ieee")]
 
 
 @pytest.mark.parametrize("dtype,precision", MMA_SYNC_PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in MMA_SYNC_PATHS])
@@ -97,7 +97,9 @@ def test_split_k_is_chosen_and_accurate_for_long_k(dtype):
     check_against_reference(out, a, b, strict=dtype == torch.float32)
 
 
-def test_explain_names_the_kernel_and_reason():
+def test_explain_names_the_kernel_and_reason(monkeypatch):
+    """The dispatch of GPUs without wgmma (Hopper's own choices are tested below)."""
+    monkeypatch.setenv("TILEDMM_NO_WGMMA", "1")
     a, b = operands(4096, 4096, 4096, "tn", torch.float32, "cuda")
     text = tiledmm.explain(a, b, precision="ieee")
     assert "a: column-major" in text and "b: row-major" in text and "read in place" in text
@@ -130,6 +132,41 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     assert "wgmma m64n256k16" in tiledmm.explain(*aligned)
     unaligned = operands(4097, 33, 7, "nn", dtype, "cuda")
     assert "wgmma" in tiledmm.explain(*unaligned) and "staged through registers" in tiledmm.explain(*unaligned)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
+    nn = operands(4096, 4096, 4096, "nn", torch.float32, "cuda")
+    text = tiledmm.explain(*nn, precision="tf32")
+    assert "wgmma m64n256k8" in text and "computed as C^T = B^T A^T" in text
+    text = tiledmm.explain(*operands(4096, 4096, 4096, "tn", torch.float32, "cuda"), precision="tf32")
+    assert "wgmma" in text and "C^T" not in text
+    for precision in ("highest", "3xtf32"):
+        text = tiledmm.explain(*nn, precision=precision)
+        assert "3xTF32 tensor cores (wgmma" in text and "computed as C^T = B^T A^T" in text
+    short = operands(300, 16, 200, "nn", torch.float32, "cuda")
+    assert "exact kernel" in tiledmm.explain(*short, precision="highest")
+
+
+def rounded_to_tf32(x):
+    """cvt.rna.tf32.f32 on finite values: the nearest 10-bit mantissa, ties away from zero."""
+    return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+@pytest.mark.parametrize("wgmma", [True, False], ids=["default", "wgmma-off"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,k,n", [(130, 456, 67), (200, 456, 264)])
+def test_tf32_rounds_each_input_to_nearest(monkeypatch, wgmma, layout, m, k, n):
+    """'tf32' is the float32 product of the inputs rounded to nearest TF32, not truncated: tensor
+    cores read only the top 19 bits, so a kernel that skips the rounding (on either operand)
+    lands about 3e-4 away from that product, against float32 summation error here."""
+    if not wgmma:
+        monkeypatch.setenv("TILEDMM_NO_WGMMA", "1")
+    a, b = operands(m, k, n, layout, torch.float32, "cuda")
+    out = tiledmm.matmul(a, b, precision="tf32")
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
