@@ -549,6 +549,12 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
         if (p.k < kMin3xTf32K)
           return f(ExactFloatFamily{}, "precision highest: K < " + std::to_string(kMin3xTf32K) +
                                            " is too short for 3xTF32 to keep float32 accuracy: exact kernel");
+        // One output row or column: memory-bound, where 3xTF32 buys no speed, and a single dot
+        // product with cancellation showed 3xTF32's dropped remainder product (5.4e-6 against
+        // torch's 1.2e-6 at 1 x 257 x 1).
+        if (p.m == 1 || p.n == 1)
+          return f(ExactFloatFamily{}, "precision highest: a single output row or column (memory-bound): "
+                                       "exact kernel");
         if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
           return f(Wgmma3xTf32Family{}, "precision highest: 3xTF32 on Hopper's warpgroup tensor "
                                         "cores, float32 accuracy faster than the exact kernel");
