@@ -41,8 +41,8 @@ struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kStages = kStages_, kMinBlocks = kMinBlocks_;
   static constexpr int kWarpGroups = BM / 64, kThreads = 128 * kWarpGroups;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
-  // At tile t the stage of tile t - 1 may still be read by running wgmmas, so copies run
-  // kStages - 2 tiles ahead.
+  // At tile t the stage of tile t - 1 may still be read by running wgmmas (16-bit), so copies
+  // run kStages - 2 tiles ahead (kAhead in the kernel).
   static_assert(kStages >= 3, "the pipeline needs three stages or more");
 };
 
