@@ -546,7 +546,10 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
           return f(Wgmma3xTf32Family{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
-        if (device.wgmma) return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
+        // A^T x B (both operands MN-major) would transpose B through registers on wgmma, one tile
+        // ahead: mma.sync ran transA at 0.32-0.37x torch against wgmma's 0.22x (H200).
+        if (device.wgmma && (p.a.row_major || !p.b.row_major))
+          return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:
         if (p.k < kMin3xTf32K)

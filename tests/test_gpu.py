@@ -141,6 +141,8 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     text = tiledmm.explain(*nn, precision="tf32")
     assert "wgmma m64n256k8" in text and "computed as C^T = B^T A^T" in text
     text = tiledmm.explain(*operands(4096, 4096, 4096, "tn", torch.float32, "cuda"), precision="tf32")
+    assert "mma.sync" in text  # A^T x B: both operands MN-major
+    text = tiledmm.explain(*operands(4096, 4096, 4096, "nt", torch.float32, "cuda"), precision="tf32")
     assert "wgmma" in text and "C^T" not in text
     for precision in ("highest", "3xtf32"):
         text = tiledmm.explain(*nn, precision=precision)
