@@ -63,7 +63,7 @@ struct ExactFloatFamily {
         <<<grid, Tile::kThreads, 0, stream>>>(args);
   }
   template <class Tile>
-  static void describe(std::ostream& s) {
+  static void describe(std::ostream& s, const GemmProblem&) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kThreads << " threads, "
       << Tile::kMinBlocks << " block(s) per SM, two register-staged shared-memory buffers";
@@ -72,7 +72,7 @@ struct ExactFloatFamily {
     return vec ? "16-byte vectors" : "one element at a time";
   }
   template <class Tile>
-  static constexpr int smem_bytes() {
+  static int smem_bytes(const GemmProblem&) {
     return 0;  // static shared memory, under 48 KiB: fits every GPU
   }
 };
@@ -147,14 +147,14 @@ struct MmaFamily {
                      Tile::kThreads, mma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
   template <class Tile>
-  static void describe(std::ostream& s) {
+  static void describe(std::ostream& s, const GemmProblem&) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", "
       << Tile::kStages << "-stage cp.async pipeline (" << mma_smem_bytes<T, Tile>() / 1024
       << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
   }
   template <class Tile>
-  static constexpr int smem_bytes() {
+  static int smem_bytes(const GemmProblem&) {
     return mma_smem_bytes<T, Tile>();
   }
   static const char* load_text(bool vec) {
@@ -181,13 +181,14 @@ struct WgmmaTileTable {  // fp16, bf16
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
 };
-// TF32: A from registers, B by cp.async (MN-major B, in A^T x B products only, through
-// registers). Operands without 16-byte alignment are copied element-wise by cp.async. Short K
+// TF32: A from registers, B by cp.async. An MN-major B (A^T x B products only) also needs its
+// raw tile in every stage: 128 x 256 no longer fits, and such products fall back to 128 x 128
+// (plan_launch). Operands without 16-byte alignment are copied element-wise by cp.async. Short K
 // takes the large tile too: smallK (K = 64) 0.71x torch on 128 x 256 against 0.62x on 64 x 128
 // at two blocks per SM (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
-  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 5>,
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 4>,
                            WgmmaTile<128, 256, 32, 4>, WgmmaTile<64, 128, 32, 4, 2>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
@@ -205,6 +206,8 @@ struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
       "32 of K)";
 };
+
+constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_90
 
 template <class Input>
 struct WgmmaFamily {
@@ -227,22 +230,25 @@ struct WgmmaFamily {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     if constexpr (kTransposesRowMajorProducts && kARowMajor && kBRowMajor) {
       STD_TORCH_CHECK(false, "tiledmm: internal error: row-major float32 products run transposed");
+    } else if constexpr (wgmma_smem_bytes<Input, Tile, kBRowMajor>() > kHopperMaxSmem) {
+      // plan_launch never picks such a tile for this layout (nor accepts it when forced): not built.
+      STD_TORCH_CHECK(false, "tiledmm: internal error: tile exceeds Hopper's shared memory");
     } else {
       launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>,
-                       Tile::kThreads, wgmma_smem_bytes<Input, Tile>()>(args, grid, stream);
+                       Tile::kThreads, wgmma_smem_bytes<Input, Tile, kBRowMajor>()>(args, grid, stream);
     }
   }
   template <class Tile>
-  static void describe(std::ostream& s) {
+  static void describe(std::ostream& s, const GemmProblem& p) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
       << " over 64 rows, "
-      << Tile::kStages << "-stage pipeline (" << wgmma_smem_bytes<Input, Tile>() / 1024
+      << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
   template <class Tile>
-  static constexpr int smem_bytes() {
-    return wgmma_smem_bytes<Input, Tile>();
+  static int smem_bytes(const GemmProblem& p) {
+    return p.b.row_major ? wgmma_smem_bytes<Input, Tile, true>() : wgmma_smem_bytes<Input, Tile, false>();
   }
   static const char* load_text(bool vec) {
     if constexpr (sizeof(T) == 2) {
@@ -340,7 +346,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     with_table<Family>(vec, [&](auto, auto tiles) {
       with_tile<decltype(tiles)>(tile, [&](auto s) {
         using S = decltype(s);
-        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S>()};
+        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S>(p)};
       });
     });
     return t;
@@ -491,7 +497,7 @@ std::string describe_family(const GemmProblem& problem, const DeviceLimits& devi
   with_table<Family>(plan.vec, [&](auto, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       s << "tile " << plan.tile << ": ";
-      Family::template describe<decltype(shape)>(s);
+      Family::template describe<decltype(shape)>(s, p);
       s << "\n";
     });
   });
@@ -546,10 +552,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
           return f(Wgmma3xTf32Family{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
-        // A^T x B (both operands MN-major) would transpose B through registers on wgmma, one tile
-        // ahead: mma.sync ran transA at 0.32-0.37x torch against wgmma's 0.22x (H200).
-        if (device.wgmma && (p.a.row_major || !p.b.row_major))
-          return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
+        if (device.wgmma) return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:
         if (p.k < kMin3xTf32K)

@@ -56,7 +56,7 @@ struct WgmmaTile {
 template <typename Half>
 struct WgmmaHalfInput {
   using T = Half;
-  static constexpr int kStepK = 16, kBParts = 1, kPromoteTiles = 0;
+  static constexpr int kStepK = 16, kPromoteTiles = 0;
   static constexpr bool kARegisters = false, kRecomputeNaN = false;
   static constexpr bool kBStagesKMajor = false;  // stages keep the source layout; wgmma transposes
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
@@ -76,7 +76,7 @@ struct WgmmaTf32Input {
   using T = float;
   using Math = Math_;
   static constexpr bool kSplit = Math::kPromote;  // 3xTF32
-  static constexpr int kStepK = 8, kBParts = kSplit ? 2 : 1;
+  static constexpr int kStepK = 8;
   // The tensor cores' float32 additions truncate (Split3xTf32Math), so 3xTF32's sums are moved
   // into float32 after every K tile, each tile's products starting from zero. Within a tile the
   // two small products of every step go first and the big ones last: only the additions onto a
@@ -87,9 +87,13 @@ struct WgmmaTf32Input {
   static constexpr bool kBStagesKMajor = true;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<float, BX, BK, kThreads, kAlongK, kMode>;  // raw, mma.sync's layout
+  // An MN-major B is transposed through a raw cp.async tile (TF32) or, where the stage has no
+  // room for one next to the big and small tiles (3xTF32), through registers.
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
-  using BLoader = std::conditional_t<kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
-                                     Tf32TransposingLoader<BX, BK, kThreads, kMode == LoadMode::kVector, kSplit>>;
+  using BLoader = std::conditional_t<
+      kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
+      std::conditional_t<kSplit, Tf32TransposingLoader<BX, BK, kThreads, kMode == LoadMode::kVector, kSplit>,
+                         Tf32TransposeCopyLoader<BX, BK, kThreads, kMode>>>;
   using AOperand = typename Math::template Operand<Math::kARegs>;
   template <int kSteps>
   struct AOperands {
@@ -121,11 +125,13 @@ struct WgmmaTf32Input {
   }
 };
 
-// Shared memory of one block: kStages stages of A, then of B, and 1024 bytes to align them (the
-// swizzle is a function of the address).
-template <class Input, class Tile>
+// Shared memory of one block: kStages stages of A, then of B (as many tiles as B's loader needs
+// for B's layout), and 1024 bytes to align them (the swizzle is a function of the address).
+template <class Input, class Tile, bool kBRowMajor>
 constexpr int wgmma_smem_bytes() {
-  return Tile::kStages * (Tile::BM + Tile::BN * Input::kBParts) * Tile::BK *
+  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kThreads, !kBRowMajor,
+                                                  LoadMode::kVector>;
+  return Tile::kStages * (Tile::BM + Tile::BN * BLoader::kStageTiles) * Tile::BK *
              static_cast<int>(sizeof(typename Input::T)) + 1024;
 }
 
@@ -157,11 +163,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kAhead = kStages - 1 - kInFlight;
     static_assert(kAhead >= 2 || !(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
                   "register-staged tiles are stored a tile after their loads: two tiles ahead or more");
-    // A B stage holds kBParts tiles (3xTF32: big, then small).
+    // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies last).
     constexpr int kAStageElems = ALoader::Tile::kElems, kBTileElems = BLoader::Tile::kElems;
-    constexpr int kBStageElems = kBTileElems * Input::kBParts;
-    constexpr bool kStagedEpilogue =
-        staged_output_fits<BM, BN, Out, kTransposedOut>(wgmma_smem_bytes<Input, Tile>() - 1024);
+    constexpr int kBStageElems = kBTileElems * BLoader::kStageTiles;
+    constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out, kTransposedOut>(
+        wgmma_smem_bytes<Input, Tile, kBRowMajor>() - 1024);
     constexpr bool kPromote = Input::kPromoteTiles > 0;
 
     extern __shared__ unsigned char smem_raw[];

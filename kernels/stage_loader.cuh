@@ -86,6 +86,7 @@ struct StageLoader {
                 "the block's threads must cover the tile in whole lines");
   static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
+  static constexpr int kStageTiles = 1;  // BX x BK tiles a stage holds
 
   struct alignas(16) Chunk {
     T v[E];

@@ -8,6 +8,10 @@
 //   Tf32TransposingLoader: MN-major sources, through registers: fetch (global memory into
 //     registers), deposit (rounded and transposed into the K-major stage, after the current
 //     tile's wgmmas are issued).
+//   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into a raw tile behind the
+//     K-major one, then rounded and transposed into it by the thread that copied them (finish):
+//     cp.async's depth, for one more tile of shared memory per stage.
+// kStageTiles: the BX x BK tiles one stage holds.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,7 @@ template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
 struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile> {
   using Base = StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile>;
   static constexpr bool kRoundsInPlace = true;
+  static constexpr int kStageTiles = kSplit ? 2 : 1;
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
   // touches them until the barrier.
@@ -48,27 +53,26 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   }
 };
 
-// kVector: 16-byte loads (the operand is 16-byte aligned, with extents that are whole chunks);
-// else element loads.
-template <int BX, int BK, int kThreads, bool kVector, bool kSplit>
-struct Tf32TransposingLoader {
+// The thread mapping of both transposing loaders. A warp owns 16 k rows x 2 chunks (lane =
+// 2 kk + cc), so that each of its transposing 4-byte stores hits 32 distinct banks (8 lines x 4 k
+// within the swizzle), and each k row's 32 bytes are one sector of the global load. Blocks of
+// warps go along x first.
+template <int BX, int BK, int kThreads>
+struct Tf32TransposeMap {
   using Tile = Swizzle128Tile<float, BX, BK>;  // line x, element k
   static constexpr int E = 4;                  // floats per 16-byte chunk
-  static constexpr bool kRegisterStaged = true, kRoundsInPlace = false;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kPerThread = BX * BK / E / kThreads;
-  // A warp owns 16 k rows x 2 chunks (lane = 2 kk + cc), so that each of its transposing 4-byte
-  // stores hits 32 distinct banks (8 lines x 4 k within the swizzle), and each k row's 32 bytes
-  // are one sector of the global load. Blocks of warps go along x first.
   static constexpr int kPairs = BX / 8, kPerKBlock = kPairs / kWarps;
   static_assert(kPairs % kWarps == 0 && BK % 16 == 0, "whole warp blocks");
 
-  float staged[kPerThread][E];
-  const float* ptr;  // this thread's first element of the next tile
+  const float* base;  // the matrix: the source address of zero-filled (out-of-range) copies
+  const float* ptr;   // this thread's first element of the next tile
   int64_t ld;
-  int x, k;          // this thread's first (x, k) within a tile
+  int x, k;           // this thread's first (x, k) within a tile
 
-  __device__ __forceinline__ void start(const float* base, int64_t ld_, int64_t x0, int64_t k0, int tid) {
+  __device__ __forceinline__ void start(const float* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
+    base = base_;
     ld = ld_;
     const int lane = tid % 32, warp = tid / 32;
     x = 8 * warp + 4 * (lane % 2);
@@ -80,40 +84,102 @@ struct Tf32TransposingLoader {
   __device__ __forceinline__ static int chunk_x(int i) { return 8 * kWarps * (i % kPerKBlock); }
   __device__ __forceinline__ static int chunk_k(int i) { return 16 * (i / kPerKBlock); }
 
-  __device__ __forceinline__ void fetch(float*, int64_t x_left, int64_t k_left) {
+  // Calls load(i, src, ok(e)) for each chunk of the next tile (ok: element e is inside the
+  // matrix; with kVector, the chunk is all in or all out), then moves on a tile.
+  template <bool kVector, typename Load>
+  __device__ __forceinline__ void for_each_chunk(int64_t x_left, int64_t k_left, const Load& load) {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int xi = x + chunk_x(i), ki = k + chunk_k(i);
       const float* src = ptr + int64_t(chunk_k(i)) * ld + chunk_x(i);
-      // The chunk's elements run along x.
       const bool line_ok = ki < k_left;
-      const int64_t elem_left = x_left - xi;
+      const int64_t elem_left = x_left - xi;  // the chunk's elements run along x
+      load(i, src, [&](int e) { return line_ok && (kVector ? elem_left > 0 : e < elem_left); });
+    }
+    ptr += BK * ld;
+  }
+
+  // Element e of chunk i, rounded (and split), into its transposed place in `stage`.
+  template <bool kSplit>
+  __device__ __forceinline__ void store(float* stage, int i, int e, float v) const {
+    uint32_t* words = reinterpret_cast<uint32_t*>(stage);
+    const int offset = Tile::offset(x + chunk_x(i) + e, k + chunk_k(i));
+    store_tf32_parts<kSplit>(words + offset, words + Tile::kElems + offset, v);
+  }
+};
+
+// kVector: 16-byte loads (the operand is 16-byte aligned, with extents that are whole chunks);
+// else element loads.
+template <int BX, int BK, int kThreads, bool kVector, bool kSplit>
+struct Tf32TransposingLoader : Tf32TransposeMap<BX, BK, kThreads> {
+  using Map = Tf32TransposeMap<BX, BK, kThreads>;
+  static constexpr bool kRegisterStaged = true, kRoundsInPlace = false;
+  static constexpr int kStageTiles = kSplit ? 2 : 1;
+
+  float staged[Map::kPerThread][Map::E];
+
+  __device__ __forceinline__ void fetch(float*, int64_t x_left, int64_t k_left) {
+    this->template for_each_chunk<kVector>(x_left, k_left, [&](int i, const float* src, auto ok) {
       if constexpr (kVector) {
-        const float4 q = line_ok && elem_left > 0 ? *reinterpret_cast<const float4*>(src)
-                                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 q = ok(0) ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
         staged[i][0] = q.x, staged[i][1] = q.y, staged[i][2] = q.z, staged[i][3] = q.w;
       } else {
 #pragma unroll
-        for (int e = 0; e < E; ++e) staged[i][e] = line_ok && e < elem_left ? src[e] : 0.0f;
+        for (int e = 0; e < Map::E; ++e) staged[i][e] = ok(e) ? src[e] : 0.0f;
       }
-    }
-    ptr += BK * ld;
+    });
   }
 
   __device__ __forceinline__ void finish(float*) const {}
 
   __device__ __forceinline__ void deposit(float* stage) const {
-    uint32_t* words = reinterpret_cast<uint32_t*>(stage);
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int xi = x + chunk_x(i), ki = k + chunk_k(i);
+    for (int i = 0; i < Map::kPerThread; ++i)
 #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const int offset = Tile::offset(xi + e, ki);
-        store_tf32_parts<kSplit>(words + offset, words + Tile::kElems + offset, staged[i][e]);
+      for (int e = 0; e < Map::E; ++e) this->template store<kSplit>(stage, i, e, staged[i][e]);
+  }
+};
+
+template <int BX, int BK, int kThreads, LoadMode kMode>
+struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
+  using Map = Tf32TransposeMap<BX, BK, kThreads>;
+  static constexpr bool kRegisterStaged = false, kRoundsInPlace = true;
+  static constexpr int kStageTiles = 2;  // the K-major tile, then the raw copies
+
+  int tid;
+
+  __device__ __forceinline__ void start(const float* base, int64_t ld, int64_t x0, int64_t k0, int tid_) {
+    Map::start(base, ld, x0, k0, tid_);
+    tid = tid_;
+  }
+
+  // Chunk i's raw copy: thread-private, a warp's 16-byte copies side by side (distinct banks).
+  __device__ __forceinline__ int raw(int i) const { return Map::Tile::kElems + (i * kThreads + tid) * Map::E; }
+
+  __device__ __forceinline__ void fetch(float* stage, int64_t x_left, int64_t k_left) {
+    this->template for_each_chunk<kMode == LoadMode::kVector>(x_left, k_left, [&](int i, const float* src, auto ok) {
+      if constexpr (kMode == LoadMode::kVector) {
+        ptx::cp_async<16>(stage + raw(i), ok(0) ? src : this->base, ok(0));
+      } else {
+#pragma unroll
+        for (int e = 0; e < Map::E; ++e) ptx::cp_async<4>(stage + raw(i) + e, ok(e) ? src + e : this->base, ok(e));
       }
+    });
+  }
+
+  // This thread's copies of the tile, once landed: rounded and transposed into the K-major tile.
+  __device__ __forceinline__ void finish(float* stage) const {
+#pragma unroll
+    for (int i = 0; i < Map::kPerThread; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(stage + raw(i));
+      this->template store<false>(stage, i, 0, v.x);
+      this->template store<false>(stage, i, 1, v.y);
+      this->template store<false>(stage, i, 2, v.z);
+      this->template store<false>(stage, i, 3, v.w);
     }
   }
+
+  __device__ __forceinline__ void deposit(float*) const {}
 };
 
 }  // namespace tiledmm

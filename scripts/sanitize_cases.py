@@ -40,12 +40,18 @@ def cases():
 
 def main():
     torch.manual_seed(0)
-    runs = failures = 0
+    runs = failures = unfit = 0
     for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases():
         os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
-        out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
+        try:
+            out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
+        except RuntimeError as error:  # a tile this layout makes too large (never dispatched)
+            if "bytes of shared memory" not in str(error):
+                raise
+            unfit += 1
+            continue
         # The reference runs on the CPU: only tiledmm's kernels go through the sanitizer.
         ref = torch.matmul(a.cpu().double(), b.cpu().double())
         err = ((out.cpu().double() - ref).norm() / ref.norm()).item()
@@ -54,7 +60,7 @@ def main():
             failures += 1
             print(f"FAIL wgmma_off={wgmma_off} tile={tile} splits={splits} {dtype} precision={precision} ta={ta} tb={tb} shape={(batch, m, k, n)} err={err:.3e}")
     torch.cuda.synchronize()
-    print(f"sanitize_cases: {runs} variant runs, {failures} wrong results")
+    print(f"sanitize_cases: {runs} variant runs, {failures} wrong results, {unfit} tiles too large for their layout")
     return 1 if failures else 0
 
 
