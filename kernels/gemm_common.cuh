@@ -29,7 +29,7 @@ template <typename T, typename Out>
 struct GemmArgs {
   const T* a;
   const T* b;
-  Out* c;  // (batch * splits) row-major m x n matrices
+  Out* c;  // (batch * splits) m x n matrices, row-major (column-major for transposed products)
   int64_t lda, ldb, batch_stride_a, batch_stride_b;
   int64_t batch, m, n, k;
   int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)

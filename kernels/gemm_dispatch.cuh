@@ -254,10 +254,16 @@ struct WgmmaFamily {
     if constexpr (sizeof(T) == 2) {
       return MmaFamily<HalfMath<T>>::load_text(vec);
     } else {
-      return vec ? "16-byte cp.async; A rounded to TF32 in registers, B in shared memory (K-major B; "
-                   "an MN-major B is rounded and transposed through registers)"
-                 : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B in "
-                   "shared memory (K-major B; an MN-major B is rounded and transposed through registers)";
+      // 3xTF32's stages have no room for a raw tile: its MN-major B goes through registers.
+      if constexpr (Input::kSplit)
+        return vec ? "16-byte cp.async; A split into TF32 parts in registers, B split in shared memory "
+                     "(an MN-major B split and transposed through registers)"
+                   : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
+                     "B split in shared memory (an MN-major B split and transposed through registers)";
+      return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
+                   "MN-major B copied raw and transposed in shared memory)"
+                 : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "
+                   "rounded in shared memory (an MN-major B copied raw and transposed in shared memory)";
     }
   }
 };
@@ -528,10 +534,13 @@ constexpr int64_t kMin3xTf32K = 32;
 // sum of up to a few dozen tile sums per output, and on all-positive inputs that measured 2.0-2.4x
 // torch's error (96 x 80 outputs, K 33-1000; cuBLAS splits K there). The mma.sync kernel, which
 // moves its sums every 8 of K, keeps those problems within the contract.
+// Measured within the contract from K = 4096 split into 8 slices (96 x 80 outputs): an output
+// too small to fill the GPU takes wgmma only where plan_launch splits K at least that finely.
 inline bool wgmma_3xtf32_is_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, Wgmma3xTf32Family::Tiles>;
-  constexpr int64_t kMinSplitK = 4096;  // measured within the contract from here (8 slices)
-  return output_tiles(p, Medium::BM, Medium::BN) >= num_sms || p.k >= kMinSplitK;
+  constexpr int64_t kMinSplitK = 4096, kMinSlices = 8;
+  const int64_t tiles = output_tiles(p, Medium::BM, Medium::BN);
+  return tiles >= num_sms || (p.k >= kMinSplitK && tiles * kMinSlices <= num_sms);
 }
 
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {

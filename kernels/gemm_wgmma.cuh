@@ -6,7 +6,7 @@
 // advances in tiles of BK (one 128-byte row: 64 16-bit elements, 32 floats) through a ring of
 // kStages shared-memory stages, filled by cp.async (16-byte, or element-wise for float32
 // without 16-byte alignment) or by loads staged through registers and stored after the wgmmas
-// are issued (16-bit operands of any alignment; MN-major TF32 B operands). At tile t the block
+// are issued (16-bit operands of any alignment; MN-major 3xTF32 B operands). At tile t the block
 // waits for tile t's copies, publishes them with a barrier, issues tile t's wgmmas, starts the
 // copies of tile t + kAhead into the stage of the oldest tile whose wgmmas have retired
 // (register-staged loads are stored there one iteration later) and lets the wgmmas run while it
@@ -41,8 +41,8 @@ struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kStages = kStages_, kMinBlocks = kMinBlocks_;
   static constexpr int kWarpGroups = BM / 64, kThreads = 128 * kWarpGroups;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
-  // At tile t the stage of tile t - 1 may still be read by running wgmmas (16-bit), so copies
-  // run kStages - 2 tiles ahead (kAhead in the kernel).
+  // Copies run kStages - 2 tiles ahead, or kStages - 1 where each tile waits for its own wgmmas
+  // (kAhead, kInFlight in the kernel).
   static_assert(kStages >= 3, "the pipeline needs three stages or more");
 };
 
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using ALoader = typename Input::template ALoader<BM, BK, Tile::kThreads, kARowMajor, kMode>;
     using BLoader = typename Input::template BLoader<BN, BK, Tile::kThreads, !kBRowMajor, kMode>;
     using AOperands = typename Input::template AOperands<kSteps>;
-    constexpr bool kRoundsInPlace = ALoader::kRoundsInPlace || BLoader::kRoundsInPlace;
+    constexpr bool kRoundsInPlace = BLoader::kRoundsInPlace;  // A's stage is read raw
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory). Copies run kAhead tiles
@@ -338,7 +338,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           for (int r = 0; r < BN / 2; ++r) has_nan |= isnan(result[r]);
           if (__syncthreads_or(has_nan)) {  // also orders the tile's stores before the reads
             for (int i = tid; i < BM * BN; i += Tile::kThreads) {
-              const int64_t row = m0 + i / BN, col = n0 + i % BN;
+              // Consecutive threads walk the output's unit-stride dimension.
+              const int64_t row = m0 + (kTransposedOut ? i % BM : i / BN);
+              const int64_t col = n0 + (kTransposedOut ? i / BM : i % BN);
               if (row >= args.m || col >= args.n) continue;
               Out* p = kTransposedOut ? c + col * args.m + row : c + row * args.n + col;
               if (isnan(*p))

@@ -57,8 +57,7 @@ struct Swizzle128Tile {
 // How global memory reaches a stage.
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
-  kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment; for TF32
-                 // wgmma, element loads through registers: tf32_stage_loader.cuh)
+  kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment)
   kStaged = 2,   // 16-bit types with any alignment: element loads into registers, one 16-byte
                  // shared store per chunk after the math of the current stage (cp.async has no
                  // 2-byte form)

@@ -54,9 +54,9 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
 };
 
 // The thread mapping of both transposing loaders. A warp owns 16 k rows x 2 chunks (lane =
-// 2 kk + cc), so that each of its transposing 4-byte stores hits 32 distinct banks (8 lines x 4 k
-// within the swizzle), and each k row's 32 bytes are one sector of the global load. Blocks of
-// warps go along x first.
+// 2 kk + cc), so that each of its transposing 4-byte stores (2 lines x 16 k) hits 32 distinct
+// banks within the swizzle, and each k row's 32 bytes are one sector of the global load. Blocks
+// of warps go along x first.
 template <int BX, int BK, int kThreads>
 struct Tf32TransposeMap {
   using Tile = Swizzle128Tile<float, BX, BK>;  // line x, element k
