@@ -188,8 +188,8 @@ struct WgmmaTileTable {  // fp16, bf16
 // at two blocks per SM (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
-  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4>, WgmmaTile<128, 128, 32, 4>,
-                           WgmmaTile<128, 256, 32, 4>, WgmmaTile<64, 128, 32, 4, 2>>;
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4, 1, true>, WgmmaTile<128, 128, 32, 4, 1, true>,
+                           WgmmaTile<128, 256, 32, 4, 1, true>, WgmmaTile<64, 128, 32, 4, 2>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
@@ -199,8 +199,8 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
 // 1.09x on 64 x 64 at two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
-  using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4>, WgmmaTile<128, 128, 32, 4>,
-                           WgmmaTile<128, 128, 32, 4>, WgmmaTile<64, 128, 32, 4>>;
+  using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, true>, WgmmaTile<128, 128, 32, 4, 1, true>,
+                           WgmmaTile<128, 128, 32, 4, 1, true>, WgmmaTile<64, 128, 32, 4>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "

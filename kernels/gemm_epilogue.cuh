@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "block_sync.cuh"
 #include "gemm_common.cuh"
 #include "ptx.cuh"
 
@@ -26,7 +27,8 @@ constexpr bool staged_output_fits(int smem_bytes) {
 // c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
 // kStaged: through shared memory (over the stages, which every warp must be done with), so that
 // global memory sees whole 16-byte segments of its lines (rows, or columns); otherwise straight
-// from the registers (pairs of adjacent outputs in one store where the layout allows).
+// from the registers (pairs of adjacent outputs in one store where the layout allows). The
+// kThreads threads calling it (the block's, or its math warps') synchronize among themselves.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
           typename Out, typename Value>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
@@ -40,7 +42,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     constexpr int kLines = kColumnMajor ? BN : BM, kLineLen = kColumnMajor ? BM : BN;
     constexpr int kOutLd = kStagedOutLd<kLineLen, Out>;
     ptx::cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the stages the tile is written over
+    sync::warps<kThreads>();  // every warp is done with the stages the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -57,7 +59,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
             store_pair(tile + r * kOutLd + col, value(i, j, half, 0), value(i, j, half, 1));
           }
         }
-    __syncthreads();
+    sync::warps<kThreads>();
     constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kLineVecs = kLineLen / kVec;
     const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
     const int64_t e0 = kColumnMajor ? m0 : n0;

@@ -5,12 +5,12 @@
 // [64 w, 64 w + 64) across all BN columns, one m64nBNk16 (TF32: k8) wgmma per step of K. K
 // advances in tiles of BK (one 128-byte row: 64 16-bit elements, 32 floats) through a ring of
 // kStages shared-memory stages, filled by cp.async (16-byte, or element-wise for float32
-// without 16-byte alignment) or by loads staged through registers and stored after the wgmmas
-// are issued (16-bit operands of any alignment; MN-major 3xTF32 B operands). At tile t the block
-// waits for tile t's copies, publishes them with a barrier, issues tile t's wgmmas, starts the
-// copies of tile t + kAhead into the stage of the oldest tile whose wgmmas have retired
-// (register-staged loads are stored there one iteration later) and lets the wgmmas run while it
-// waits for the previous tile's (16-bit) or for its own (TF32; see kInFlight).
+// without 16-byte alignment) or by loads staged through registers (16-bit operands of any
+// alignment; MN-major 3xTF32 B operands). Two pipelines (WgmmaTile::kSpecialized):
+//   shared: every warpgroup copies and computes, meeting the others at one barrier per K tile;
+//   specialized: a producer warpgroup fills the stages and the math warpgroups compute, each
+// side waiting on the other's per-stage mbarriers, so that the math warpgroups drift apart and
+// one's fragment loads and float32 additions run while the other's wgmmas do.
 //   16-bit operands: stages keep each operand's global layout in wgmma's 128-byte-swizzled form
 // (Swizzle128Tile); wgmma reads K-major or MN-major tiles itself, both from shared memory.
 //   TF32: wgmma reads TF32 from shared memory K-major only, and does not round it. So A comes
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "block_sync.cuh"
 #include "gemm_common.cuh"
 #include "gemm_epilogue.cuh"
 #include "gemm_mma.cuh"
@@ -36,11 +37,28 @@
 namespace tiledmm {
 
 // BK: one 128-byte row of the operand type (64 for 16-bit types, 32 for float32).
-template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1>
+// kSpecialized: one more warpgroup, the producer, fills the stages (copies, and TF32's rounding)
+// while the BM / 64 math warpgroups only compute; they wait on each other through mbarriers, so
+// one math warpgroup's fragment loads can run while the other's wgmmas do. Otherwise every
+// warpgroup does both, meeting at one barrier per K tile.
+template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1, bool kSpecialized_ = false>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr int kWarpGroups = BM / 64, kThreads = 128 * kWarpGroups;
+  static constexpr bool kSpecialized = kSpecialized_;
+  static constexpr int kWarpGroups = BM / 64;  // math warpgroups
+  static constexpr int kMathThreads = 128 * kWarpGroups;
+  static constexpr int kLoadThreads = kSpecialized ? 128 : kMathThreads;
+  static constexpr int kThreads = kSpecialized ? kMathThreads + 128 : kMathThreads;
+  // Registers per thread of each role (setmaxnreg): the math warpgroups share what the producer
+  // leaves of the block's starting registers (the launch cap, a multiple of 8, times its
+  // threads). The producer's unrolled copies keep each chunk's addresses: below 136 registers
+  // ptxas spills them (TF32 A^T x B: 156 bytes at 96), while the math warps need at most 184
+  // (TF32 128 x 256: 128 accumulators; 3xTF32 128 x 128: 128 accumulators and sums).
+  static constexpr int kProducerRegisters = 136;
+  static constexpr int kMathRegisters =
+      (65536 / kThreads / 8 * 8 * kThreads - 128 * kProducerRegisters) / kMathThreads / 8 * 8;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
+  static_assert(!kSpecialized || kMinBlocks == 1, "setmaxnreg needs the one-block register cap");
   // Copies run kStages - 2 tiles ahead, or kStages - 1 where each tile waits for its own wgmmas
   // (kAhead, kInFlight in the kernel).
   static_assert(kStages >= 3, "the pipeline needs three stages or more");
@@ -126,13 +144,18 @@ struct WgmmaTf32Input {
 };
 
 // Shared memory of one block: kStages stages of A, then of B (as many tiles as B's loader needs
-// for B's layout), and 1024 bytes to align them (the swizzle is a function of the address).
+// for B's layout), a full and an empty mbarrier per stage (kSpecialized), and 1024 bytes to align
+// the stages (the swizzle is a function of the address).
 template <class Input, class Tile, bool kBRowMajor>
-constexpr int wgmma_smem_bytes() {
-  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kThreads, !kBRowMajor,
+constexpr int wgmma_stage_bytes() {
+  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor,
                                                   LoadMode::kVector>;
   return Tile::kStages * (Tile::BM + Tile::BN * BLoader::kStageTiles) * Tile::BK *
-             static_cast<int>(sizeof(typename Input::T)) + 1024;
+         static_cast<int>(sizeof(typename Input::T));
+}
+template <class Input, class Tile, bool kBRowMajor>
+constexpr int wgmma_smem_bytes() {
+  return wgmma_stage_bytes<Input, Tile, kBRowMajor>() + (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
 }
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
@@ -146,28 +169,25 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
   } else {
     constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
+    constexpr int kMathThreads = Tile::kMathThreads;
     constexpr int kRowBytes = 128;  // one row of a swizzle atom: BK elements
     constexpr int kStep = Input::kStepK;
     constexpr int kSteps = BK / kStep;
     constexpr bool kAKMajor = kARowMajor;
     constexpr bool kBKMajor = !kBRowMajor || Input::kBStagesKMajor;
-    using ALoader = typename Input::template ALoader<BM, BK, Tile::kThreads, kARowMajor, kMode>;
-    using BLoader = typename Input::template BLoader<BN, BK, Tile::kThreads, !kBRowMajor, kMode>;
+    using ALoader = typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>;
+    using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
     using AOperands = typename Input::template AOperands<kSteps>;
     constexpr bool kRoundsInPlace = BLoader::kRoundsInPlace;  // A's stage is read raw
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
-    // flight, ptxas would serialize every wgmma (its C7513 advisory). Copies run kAhead tiles
-    // ahead, into the stage of the oldest tile whose wgmmas have retired.
+    // flight, ptxas would serialize every wgmma (its C7513 advisory).
     constexpr int kInFlight = Input::kARegisters ? 0 : 1;
-    constexpr int kAhead = kStages - 1 - kInFlight;
-    static_assert(kAhead >= 2 || !(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
-                  "register-staged tiles are stored a tile after their loads: two tiles ahead or more");
     // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies last).
     constexpr int kAStageElems = ALoader::Tile::kElems, kBTileElems = BLoader::Tile::kElems;
     constexpr int kBStageElems = kBTileElems * BLoader::kStageTiles;
-    constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out, kTransposedOut>(
-        wgmma_smem_bytes<Input, Tile, kBRowMajor>() - 1024);
+    constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kBRowMajor>();
+    constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out, kTransposedOut>(kStageBytes);
     constexpr bool kPromote = Input::kPromoteTiles > 0;
 
     extern __shared__ unsigned char smem_raw[];
@@ -178,8 +198,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     const int tid = threadIdx.x, warp = tid / 32, group = warp / 4;
     const int64_t m_tiles = (args.m + BM - 1) / BM;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
-    ALoader a_loader;
-    BLoader b_loader;
 
     // Descriptors of k step s (kStep of K, 32 bytes) of this warpgroup's A rows and of B, in one
     // stage. K-major operands advance 32 bytes along their 128-byte rows; MN-major ones kStep
@@ -198,18 +216,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       if constexpr (kBKMajor) return wgmma::descriptor(stage + s * kStep, 16, 8 * kRowBytes);
       else return wgmma::descriptor(stage + s * kStep * BK, BK * kRowBytes, 8 * kRowBytes);
     };
-    // Register A: this warp's 16 rows of the stage, every k step, as Math's (rounded) fragments.
-    auto load_a_operands = [&](AOperands& ops, const T* stage) {
+    // One K tile's wgmmas on the stage of index `stage`, committed as one group. Register A:
+    // this warp's 16 rows of the stage, every k step, as Math's (rounded) fragments.
+    // fresh: promoted sums start each period of kPromoteTiles from zero.
+    auto issue_tile = [&](float (&acc)[BN / 2], AOperands& ops, int stage, int64_t t) {
+      const T* as = a_stages + stage * kAStageElems;
+      const T* bs = b_stages + stage * kBStageElems;
+      const bool fresh = kPromote && t % (kPromote ? Input::kPromoteTiles : 1) == 0;
       if constexpr (Input::kARegisters) {
         using Math = typename Input::Math;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           ops.step[s] = Math::prepare(load_a<Math, typename ALoader::Tile, kARowMajor>(
-              stage, group * 64 + (warp % 4) * 16, s * kStep, tid % 32));
+              as, group * 64 + (warp % 4) * 16, s * kStep, tid % 32));
       }
-    };
-    auto issue_wgmmas = [&](float (&acc)[BN / 2], const AOperands& ops, const T* as, const T* bs,
-                            bool fresh) {
+      wgmma::fence_operands(acc);
+      wgmma::fence();
       if constexpr (Input::kARegisters) {
         Input::template mma_tile<BN>(
             acc, ops, [&](int s) { return b_descriptor(bs, s); },
@@ -219,19 +241,164 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         for (int s = 0; s < kSteps; ++s)
           Input::template mma<BN, kAKMajor, kBKMajor>(acc, a_descriptor(as, s), b_descriptor(bs, s));
       }
+      wgmma::commit_group();
+      wgmma::fence_operands(acc);
+    };
+    // After tile t's wgmmas have retired: its sums into float32 at the end of a period.
+    auto promote = [&](float (&sum)[kPromote ? BN / 2 : 1], const float (&acc)[BN / 2], int64_t t,
+                       int64_t k_tiles) {
+      if constexpr (kPromote) {
+        static_assert(kInFlight == 0, "promotion reads the accumulators of retired wgmmas");
+        if ((t + 1) % Input::kPromoteTiles == 0 || t + 1 == k_tiles) {
+#pragma unroll
+          for (int r = 0; r < BN / 2; ++r) sum[r] += acc[r];
+        }
+      }
     };
 
-    // z enumerates (matrix of the batch, slice of K). Grid-stride over z and row tiles: gridDim.y
-    // and .z are capped at 65535.
-    for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
-      const int64_t matrix = z / args.splits;
-      const int64_t k_begin = (z % args.splits) * args.k_chunk;
-      const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
-      const int64_t k_tiles = (k_len + BK - 1) / BK;
-      const T* a = args.a + matrix * args.batch_stride_a;
-      const T* b = args.b + matrix * args.batch_stride_b;
-      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
-        const int64_t m0 = mt * BM;
+    // The work items of this block: (matrix of the batch, slice of K) z, and row tile; a grid
+    // stride over both (gridDim.y and .z are capped at 65535). Every warp of the block runs
+    // through the same items.
+    struct WorkItem {
+      int64_t z, m0, k_begin, k_len, k_tiles;
+      const T* a;
+      const T* b;
+    };
+    auto for_each_work_item = [&](const auto& body) {
+      for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
+        const int64_t matrix = z / args.splits;
+        const int64_t k_begin = (z % args.splits) * args.k_chunk;
+        const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
+        for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
+          body(WorkItem{z, mt * BM, k_begin, k_len, (k_len + BK - 1) / BK,
+                        args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b});
+      }
+    };
+
+    // The math warps' result of a work item, written out.
+    auto store_result = [&](const WorkItem& w, const float (&result)[BN / 2]) {
+      // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
+      // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
+      auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
+      Out* const c = args.c + w.z * args.m * args.n;
+      store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut>(
+          value, c, args.m, args.n, w.m0, n0, group * 64 + (warp % 4) * 16, 0, smem);
+
+      // Split inputs turn non-finite values into NaN (inf - inf): a block with NaN outputs
+      // recomputes them with exact float32 arithmetic, reading its tile back (a cold path:
+      // inline in the store, it cost every 3xTF32 kernel hundreds of bytes of spills).
+      if constexpr (Input::kRecomputeNaN) {
+        bool has_nan = false;
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) has_nan |= isnan(result[r]);
+        if (sync::warps_or<kMathThreads>(has_nan)) {  // also orders the tile's stores before the reads
+          for (int i = tid; i < BM * BN; i += kMathThreads) {
+            // Consecutive threads walk the output's unit-stride dimension.
+            const int64_t row = w.m0 + (kTransposedOut ? i % BM : i / BN);
+            const int64_t col = n0 + (kTransposedOut ? i / BM : i % BN);
+            if (row >= args.m || col >= args.n) continue;
+            Out* p = kTransposedOut ? c + col * args.m + row : c + row * args.n + col;
+            if (isnan(*p))
+              *p = exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
+                                                     w.k_begin + w.k_len);
+          }
+        }
+      }
+    };
+
+    if constexpr (Tile::kSpecialized) {
+      // Stage s is full once the producer's kLoadThreads threads have arrived on full[s] (copies
+      // landed, rounded, fenced for the tensor cores) and empty once the math threads have
+      // arrived on empty[s] (its wgmmas retired). Both sides count the tiles the block has put
+      // through the ring (`ring`): tile i is in stage i % kStages, in phase i / kStages.
+      uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStageBytes);
+      uint64_t* const empty = full + kStages;
+      if (tid == 0) {
+        for (int s = 0; s < kStages; ++s) {
+          sync::mbarrier_init(full + s, Tile::kLoadThreads);
+          sync::mbarrier_init(empty + s, kMathThreads);
+        }
+      }
+      __syncthreads();
+      int64_t ring = 0;
+      if (group == Tile::kWarpGroups) {
+        // The producer: copies of tile t, then the finishing work (TF32 rounding in place) of tile
+        // t - kLag, whose copies have had kLag tiles' time to land.
+        sync::set_registers<Tile::kProducerRegisters, false>();
+        constexpr int kLag = kStages - 2;
+        const int load_tid = tid - kMathThreads;
+        ALoader a_loader;
+        BLoader b_loader;
+        for_each_work_item([&](const WorkItem& w) {
+          __syncthreads();  // the math warps are done with the stages (the staged epilogue)
+          a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
+          b_loader.start(w.b, args.ldb, n0, w.k_begin, load_tid);
+          auto publish = [&](int64_t t) {
+            const int s = static_cast<int>((ring + t) % kStages);
+            a_loader.finish(a_stages + s * kAStageElems);
+            b_loader.finish(b_stages + s * kBStageElems);
+            wgmma::fence_shared_for_async_proxy();
+            sync::mbarrier_arrive(full + s);
+          };
+          for (int64_t t = 0; t < w.k_tiles; ++t) {
+            const int64_t i = ring + t;
+            const int s = static_cast<int>(i % kStages);
+            if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
+            T* const as = a_stages + s * kAStageElems;
+            T* const bs = b_stages + s * kBStageElems;
+            a_loader.fetch(as, args.m - w.m0, w.k_len - t * BK);
+            b_loader.fetch(bs, args.n - n0, w.k_len - t * BK);
+            a_loader.deposit(as);  // register-staged loads: stored as soon as they arrive
+            b_loader.deposit(bs);
+            ptx::cp_async_commit();
+            if (t >= kLag) {
+              ptx::cp_async_wait<kLag>();
+              publish(t - kLag);
+            }
+          }
+          ptx::cp_async_wait<0>();
+          for (int64_t t = w.k_tiles > kLag ? w.k_tiles - kLag : 0; t < w.k_tiles; ++t) publish(t);
+          ring += w.k_tiles;
+        });
+      } else {
+        sync::set_registers<Tile::kMathRegisters, true>();
+        for_each_work_item([&](const WorkItem& w) {
+          float acc[BN / 2], sum[kPromote ? BN / 2 : 1];  // sum: the promoted float32 sums
+#pragma unroll
+          for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+#pragma unroll
+          for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
+          __syncthreads();  // with the producer: it may fill the stages again
+          AOperands ops;
+          for (int64_t t = 0; t < w.k_tiles; ++t) {
+            const int64_t i = ring + t;
+            sync::mbarrier_wait(full + i % kStages, static_cast<uint32_t>(i / kStages) & 1);
+            issue_tile(acc, ops, static_cast<int>(i % kStages), t);
+            wgmma::wait_group<kInFlight>();  // tile t - kInFlight's wgmmas have retired
+            wgmma::fence_operands(acc);
+            if (t >= kInFlight) sync::mbarrier_arrive(empty + (i - kInFlight) % kStages);
+            promote(sum, acc, t, w.k_tiles);
+          }
+          wgmma::wait_group<0>();
+          wgmma::fence_operands(acc);
+          if (kInFlight > 0 && w.k_tiles > 0) sync::mbarrier_arrive(empty + (ring + w.k_tiles - 1) % kStages);
+          ring += w.k_tiles;
+          if constexpr (kPromote) store_result(w, sum);
+          else store_result(w, acc);
+        });
+      }
+    } else {
+      // Every warp copies and computes. At tile t the block waits for tile t's copies,
+      // publishes them with a barrier, issues tile t's wgmmas, starts the copies of tile
+      // t + kAhead into the stage of the oldest tile whose wgmmas have retired (register-staged
+      // loads are stored there one iteration later) and lets the wgmmas run while it waits for
+      // the previous tile's (16-bit) or for its own (TF32).
+      constexpr int kAhead = kStages - 1 - kInFlight;
+      static_assert(kAhead >= 2 || !(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
+                    "register-staged tiles are stored a tile after their loads: two tiles ahead or more");
+      ALoader a_loader;
+      BLoader b_loader;
+      for_each_work_item([&](const WorkItem& w) {
         float acc[BN / 2], sum[kPromote ? BN / 2 : 1];  // sum: the promoted float32 sums
 #pragma unroll
         for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
@@ -239,15 +406,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
 
         __syncthreads();  // the previous work item's threads are done with the stages
-        a_loader.start(a, args.lda, m0, k_begin, tid);
-        b_loader.start(b, args.ldb, n0, k_begin, tid);
+        a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
+        b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
         // Register-staged tiles are stored one iteration after they are fetched, so that their
         // loads have a whole tile's wgmmas to land: the prologue keeps its last tile in registers.
 #pragma unroll
         for (int s = 0; s < kAhead; ++s) {
-          if (s < k_tiles) {
-            a_loader.fetch(a_stages + s * kAStageElems, args.m - m0, k_len - s * BK);
-            b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, k_len - s * BK);
+          if (s < w.k_tiles) {
+            a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - s * BK);
+            b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - s * BK);
             if (s < kAhead - 1) {
               a_loader.deposit(a_stages + s * kAStageElems);
               b_loader.deposit(b_stages + s * kBStageElems);
@@ -256,9 +423,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_commit();
         }
 
-        // Tiles rounded in place (TF32 B) are rounded by each thread once its copies of them have
-        // landed, a tile ahead, while the current tile's wgmmas run: tile 0 here, tile t + 1 in
-        // step t. Published by the barrier of the step that uses them.
+        // Tiles rounded in place (TF32 B) are rounded by each thread once its copies of them
+        // have landed, a tile ahead, while the current tile's wgmmas run: tile 0 here, tile t + 1
+        // in step t. Published by the barrier of the step that uses them.
         auto finish = [&](int s) {
           if constexpr (kRoundsInPlace) {
             ptx::cp_async_wait<kAhead - 1>();
@@ -266,26 +433,18 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             b_loader.finish(b_stages + s * kBStageElems);
           }
         };
-        if (k_tiles > 0) finish(0);
+        if (w.k_tiles > 0) finish(0);
 
         int stage = 0;  // the stage of tile t
         AOperands ops;
-        for (int64_t t = 0; t < k_tiles; ++t) {
+        for (int64_t t = 0; t < w.k_tiles; ++t) {
           ptx::cp_async_wait<kAhead - 1>();  // tile t has landed (this thread's copies) ...
-          const T* as = a_stages + stage * kAStageElems;
-          const T* bs = b_stages + stage * kBStageElems;
           wgmma::fence_shared_for_async_proxy();
           __syncthreads();  // ... everyone's; and every warpgroup's wgmmas of tile t - 1 - kInFlight retired
 
           // Tile t's wgmmas first, so that the tensor cores go from tile t - 1's to them with as
           // small a gap as can be; the loads of later tiles are issued while they run.
-          load_a_operands(ops, as);
-          wgmma::fence_operands(acc);
-          wgmma::fence();
-          // Promoted sums start each period of kPromoteTiles from zero.
-          issue_wgmmas(acc, ops, as, bs, kPromote && t % (kPromote ? Input::kPromoteTiles : 1) == 0);
-          wgmma::commit_group();
-          wgmma::fence_operands(acc);
+          issue_tile(acc, ops, stage, t);
 
           // Register-staged loaders: tile t + kAhead - 1, fetched last iteration, goes to its
           // stage (that of tile t - 2 - kInFlight, retired; published by the next iteration's
@@ -294,62 +453,29 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             const int s = stage + static_cast<int>(tile_ahead);
             return s >= kStages ? s - kStages : s;
           };
-          if (t + kAhead - 1 < k_tiles) {
+          if (t + kAhead - 1 < w.k_tiles) {
             a_loader.deposit(a_stages + stage_of(kAhead - 1) * kAStageElems);
             b_loader.deposit(b_stages + stage_of(kAhead - 1) * kBStageElems);
           }
           // Tile t + kAhead into the stage of tile t - 1 - kInFlight, whose wgmmas have retired
           // (or into registers).
           const int64_t next = t + kAhead;
-          if (next < k_tiles) {
-            a_loader.fetch(a_stages + stage_of(kAhead) * kAStageElems, args.m - m0, k_len - next * BK);
-            b_loader.fetch(b_stages + stage_of(kAhead) * kBStageElems, args.n - n0, k_len - next * BK);
+          if (next < w.k_tiles) {
+            a_loader.fetch(a_stages + stage_of(kAhead) * kAStageElems, args.m - w.m0, w.k_len - next * BK);
+            b_loader.fetch(b_stages + stage_of(kAhead) * kBStageElems, args.n - n0, w.k_len - next * BK);
           }
           ptx::cp_async_commit();
-          if (t + 1 < k_tiles) finish(stage_of(1));
+          if (t + 1 < w.k_tiles) finish(stage_of(1));
           wgmma::wait_group<kInFlight>();  // tile t - 1's wgmmas have retired (register A: tile t's)
           wgmma::fence_operands(acc);
-          if constexpr (kPromote) {
-            static_assert(kInFlight == 0, "promotion reads the accumulators of retired wgmmas");
-            if ((t + 1) % Input::kPromoteTiles == 0 || t + 1 == k_tiles) {
-#pragma unroll
-              for (int r = 0; r < BN / 2; ++r) sum[r] += acc[r];
-            }
-          }
+          promote(sum, acc, t, w.k_tiles);
           stage = stage + 1 == kStages ? 0 : stage + 1;
         }
         wgmma::wait_group<0>();
         wgmma::fence_operands(acc);
-
-        // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
-        // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
-        const float* result = kPromote ? sum : acc;
-        auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
-        Out* const c = args.c + z * args.m * args.n;
-        store_output_tile<BM, BN, Tile::kThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut>(
-            value, c, args.m, args.n, m0, n0, group * 64 + (warp % 4) * 16, 0, smem);
-
-        // Split inputs turn non-finite values into NaN (inf - inf): a block with NaN outputs
-        // recomputes them with exact float32 arithmetic, reading its tile back (a cold path:
-        // inline in the store, it cost every 3xTF32 kernel hundreds of bytes of spills).
-        if constexpr (Input::kRecomputeNaN) {
-          bool has_nan = false;
-#pragma unroll
-          for (int r = 0; r < BN / 2; ++r) has_nan |= isnan(result[r]);
-          if (__syncthreads_or(has_nan)) {  // also orders the tile's stores before the reads
-            for (int i = tid; i < BM * BN; i += Tile::kThreads) {
-              // Consecutive threads walk the output's unit-stride dimension.
-              const int64_t row = m0 + (kTransposedOut ? i % BM : i / BN);
-              const int64_t col = n0 + (kTransposedOut ? i / BM : i % BN);
-              if (row >= args.m || col >= args.n) continue;
-              Out* p = kTransposedOut ? c + col * args.m + row : c + row * args.n + col;
-              if (isnan(*p))
-                *p = exact_dot<kARowMajor, kBRowMajor>(a, args.lda, b, args.ldb, row, col, k_begin,
-                                                       k_begin + k_len);
-            }
-          }
-        }
-      }
+        if constexpr (kPromote) store_result(w, sum);
+        else store_result(w, acc);
+      });
     }
   }
 }

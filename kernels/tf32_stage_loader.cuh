@@ -36,20 +36,32 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   static constexpr int kStageTiles = kSplit ? 2 : 1;
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
-  // touches them until the barrier.
+  // touches them until the barrier. Chunks are read in batches before any of the batch is
+  // written: the compiler cannot tell the stores from the next chunk's load, and would otherwise
+  // wait out each load (batches of 8 keep the producer of 128 x 256 tiles from spilling).
   __device__ __forceinline__ void finish(float* stage) const {
+    constexpr int kBatch = Base::kPerThread < 8 ? Base::kPerThread : 8;
 #pragma unroll
-    for (int i = 0; i < Base::kPerThread; ++i) {
-      const int offset = Base::Tile::offset(this->line + i * Base::kLineStep, this->e);
-      const float4 v = *reinterpret_cast<const float4*>(stage + offset);
-      uint4 big, small;
-      store_tf32_parts<kSplit>(&big.x, &small.x, v.x);
-      store_tf32_parts<kSplit>(&big.y, &small.y, v.y);
-      store_tf32_parts<kSplit>(&big.z, &small.z, v.z);
-      store_tf32_parts<kSplit>(&big.w, &small.w, v.w);
-      *reinterpret_cast<uint4*>(stage + offset) = big;
-      if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + offset) = small;
+    for (int i0 = 0; i0 < Base::kPerThread; i0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + offset(i0 + i));
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        uint4 big, small;
+        store_tf32_parts<kSplit>(&big.x, &small.x, v[i].x);
+        store_tf32_parts<kSplit>(&big.y, &small.y, v[i].y);
+        store_tf32_parts<kSplit>(&big.z, &small.z, v[i].z);
+        store_tf32_parts<kSplit>(&big.w, &small.w, v[i].w);
+        *reinterpret_cast<uint4*>(stage + offset(i0 + i)) = big;
+        if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + offset(i0 + i)) = small;
+      }
     }
+  }
+
+ private:
+  __device__ __forceinline__ int offset(int i) const {
+    return Base::Tile::offset(this->line + i * Base::kLineStep, this->e);
   }
 };
 
@@ -167,15 +179,22 @@ struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
     });
   }
 
-  // This thread's copies of the tile, once landed: rounded and transposed into the K-major tile.
+  // This thread's copies of the tile, once landed: rounded and transposed into the K-major tile
+  // (read in batches, as in Tf32CopyLoader::finish; of 4, which keeps this producer from spilling).
   __device__ __forceinline__ void finish(float* stage) const {
+    constexpr int kBatch = Map::kPerThread < 4 ? Map::kPerThread : 4;
 #pragma unroll
-    for (int i = 0; i < Map::kPerThread; ++i) {
-      const float4 v = *reinterpret_cast<const float4*>(stage + raw(i));
-      this->template store<false>(stage, i, 0, v.x);
-      this->template store<false>(stage, i, 1, v.y);
-      this->template store<false>(stage, i, 2, v.z);
-      this->template store<false>(stage, i, 3, v.w);
+    for (int i0 = 0; i0 < Map::kPerThread; i0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + raw(i0 + i));
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        this->template store<false>(stage, i0 + i, 0, v[i].x);
+        this->template store<false>(stage, i0 + i, 1, v[i].y);
+        this->template store<false>(stage, i0 + i, 2, v[i].z);
+        this->template store<false>(stage, i0 + i, 3, v[i].w);
+      }
     }
   }
 

@@ -1,0 +1,72 @@
+// Synchronization inside a block beyond __syncthreads: a barrier among some of its warps, the
+// shared-memory mbarriers that let warps wait on each other's progress (sm_90's phase waits),
+// and the register reallocation between warpgroups of sm_90a (setmaxnreg).
+#pragma once
+
+#include <cstdint>
+
+#include "ptx.cuh"
+
+namespace tiledmm::sync {
+
+// Named barrier 1 (0 is __syncthreads') among kThreads threads, whole warps: a block whose
+// other warps do different work synchronizes the warps of one role with it.
+template <int kThreads>
+__device__ __forceinline__ void warps() {
+  static_assert(kThreads % 32 == 0, "barriers count whole warps");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+}
+
+// The same, returning whether any of the kThreads threads passed true.
+template <int kThreads>
+__device__ __forceinline__ bool warps_or(bool value) {
+  static_assert(kThreads % 32 == 0, "barriers count whole warps");
+  uint32_t any;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 1, %2, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(value)), "n"(kThreads)
+      : "memory");
+  return any != 0;
+}
+
+// An mbarrier in shared memory: it completes a phase when `count` arrivals have been made, and
+// a waiter names the phase by its parity (0, 1, 0, ...).
+__device__ __forceinline__ void mbarrier_init(uint64_t* barrier, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_address(barrier)), "r"(count)
+               : "memory");
+}
+
+// Arrives with release semantics: this thread's earlier memory accesses are visible to a thread
+// that sees the phase complete.
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(ptx::smem_address(barrier))
+               : "memory");
+}
+
+// Waits (acquire) until the phase of the given parity has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(ptx::smem_address(barrier)), "r"(parity)
+        : "memory");
+  }
+}
+
+// Sets this warpgroup's registers per thread to kRegs (a multiple of 8 in [24, 256]): a
+// warpgroup that needs few gives them back (kIncrease false) for the others to take (true). The
+// kernel must start with a register cap (__launch_bounds__(threads, 1)).
+template <int kRegs, bool kIncrease>
+__device__ __forceinline__ void set_registers() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg's range");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kIncrease) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+}  // namespace tiledmm::sync
