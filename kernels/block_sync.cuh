@@ -9,15 +9,23 @@
 
 namespace tiledmm::sync {
 
-// Named barrier 1 (0 is __syncthreads') among kThreads threads, whole warps: a block whose
-// other warps do different work synchronizes the warps of one role with it.
-template <int kThreads>
+// Named barrier kId (0 is __syncthreads') among kThreads threads, whole warps: a block whose
+// warps do different work synchronizes the warps of one role with it.
+template <int kThreads, int kId = 1>
 __device__ __forceinline__ void warps() {
-  static_assert(kThreads % 32 == 0, "barriers count whole warps");
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+  static_assert(kThreads % 32 == 0 && kId > 0 && kId < 16, "barriers count whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
-// The same, returning whether any of the kThreads threads passed true.
+// Arrives at named barrier kId without waiting: counts towards the kThreads that release the
+// warps waiting there (warps<kThreads, kId>).
+template <int kThreads, int kId>
+__device__ __forceinline__ void arrive() {
+  static_assert(kThreads % 32 == 0 && kId > 0 && kId < 16, "barriers count whole warps");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
+// Named barrier 1 among kThreads threads, returning whether any of them passed true.
 template <int kThreads>
 __device__ __forceinline__ bool warps_or(bool value) {
   static_assert(kThreads % 32 == 0, "barriers count whole warps");

@@ -188,8 +188,8 @@ struct WgmmaTileTable {  // fp16, bf16
 // at two blocks per SM (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
-  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4, 1, true>, WgmmaTile<128, 128, 32, 4, 1, true>,
-                           WgmmaTile<128, 256, 32, 4, 1, true>, WgmmaTile<64, 128, 32, 4, 2>>;
+  using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
+                           WgmmaTile<128, 256, 32, 4, 1, 1>, WgmmaTile<64, 128, 32, 4, 2>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
@@ -199,8 +199,8 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
 // 1.09x on 64 x 64 at two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
-  using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, true>, WgmmaTile<128, 128, 32, 4, 1, true>,
-                           WgmmaTile<128, 128, 32, 4, 1, true>, WgmmaTile<64, 128, 32, 4>>;
+  using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
+                           WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<64, 128, 32, 4>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
@@ -225,8 +225,17 @@ struct WgmmaFamily {
   // K-major, as TF32 wgmma needs (gemm_wgmma.cuh).
   static constexpr bool kTransposesRowMajorProducts = std::is_same_v<T, float>;
 
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
+  // The tile a layout runs: a float32 B that is MN-major in the kernel (A^T x B) is transposed
+  // by the producer, whose work then sets the pace; two producer warpgroups there (H100, against
+  // one: TF32 transA 0.68x torch against 0.60x, 3xTF32 1.87x against 1.78x), one elsewhere (two
+  // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers).
+  template <class Tile, bool kBRowMajor>
+  using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
+                                        typename Tile::template WithProducers<2>, Tile>;
+
+  template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+    using Tile = LayoutTile<TableTile, kBRowMajor>;
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     if constexpr (kTransposesRowMajorProducts && kARowMajor && kBRowMajor) {
       STD_TORCH_CHECK(false, "tiledmm: internal error: row-major float32 products run transposed");
@@ -238,12 +247,20 @@ struct WgmmaFamily {
                        Tile::kThreads, wgmma_smem_bytes<Input, Tile, kBRowMajor>()>(args, grid, stream);
     }
   }
-  template <class Tile>
+  template <class TableTile>
   static void describe(std::ostream& s, const GemmProblem& p) {
+    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>>(s, p);
+    else describe_layout<LayoutTile<TableTile, false>>(s, p);
+  }
+  template <class Tile>
+  static void describe_layout(std::ostream& s, const GemmProblem& p) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
-      << Tile::kWarpGroups << " warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
-      << " over 64 rows, "
-      << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile>(p) / 1024
+      << Tile::kWarpGroups << " math warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
+      << " over 64 rows, ";
+    if constexpr (Tile::kSpecialized)
+      s << "warp-specialized (" << Tile::kProducers << " producer warpgroup(s) copy"
+        << (sizeof(T) == 4 ? " and round" : "") << " the stages; mbarriers between the two roles), ";
+    s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
   template <class Tile>

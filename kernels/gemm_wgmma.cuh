@@ -37,26 +37,32 @@
 namespace tiledmm {
 
 // BK: one 128-byte row of the operand type (64 for 16-bit types, 32 for float32).
-// kSpecialized: one more warpgroup, the producer, fills the stages (copies, and TF32's rounding)
-// while the BM / 64 math warpgroups only compute; they wait on each other through mbarriers, so
-// one math warpgroup's fragment loads can run while the other's wgmmas do. Otherwise every
-// warpgroup does both, meeting at one barrier per K tile.
-template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1, bool kSpecialized_ = false>
+// kProducers > 0 (warp-specialized): that many more warpgroups, the producers, fill the stages
+// (copies, and TF32's rounding) while the BM / 64 math warpgroups only compute; the two sides wait
+// on each other through mbarriers. Otherwise every warpgroup does both, meeting at one barrier
+// per K tile.
+template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1, int kProducers_ = 0>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kSpecialized = kSpecialized_;
+  static constexpr int kProducers = kProducers_;
+  static constexpr bool kSpecialized = kProducers > 0;
   static constexpr int kWarpGroups = BM / 64;  // math warpgroups
   static constexpr int kMathThreads = 128 * kWarpGroups;
-  static constexpr int kLoadThreads = kSpecialized ? 128 : kMathThreads;
-  static constexpr int kThreads = kSpecialized ? kMathThreads + 128 : kMathThreads;
-  // Registers per thread of each role (setmaxnreg): the math warpgroups share what the producer
-  // leaves of the block's starting registers (the launch cap, a multiple of 8, times its
-  // threads). The producer's unrolled copies keep each chunk's addresses: below 136 registers
-  // ptxas spills them (TF32 A^T x B: 156 bytes at 96), while the math warps need at most 184
-  // (TF32 128 x 256: 128 accumulators; 3xTF32 128 x 128: 128 accumulators and sums).
-  static constexpr int kProducerRegisters = 136;
-  static constexpr int kMathRegisters =
-      (65536 / kThreads / 8 * 8 * kThreads - 128 * kProducerRegisters) / kMathThreads / 8 * 8;
+  static constexpr int kLoadThreads = kSpecialized ? 128 * kProducers : kMathThreads;
+  static constexpr int kThreads = kSpecialized ? kMathThreads + kLoadThreads : kMathThreads;
+  // Registers per thread of each role (setmaxnreg): the math warpgroups take what the producers
+  // leave of the block's starting registers (the launch cap, a multiple of 8, times its
+  // threads). The math warps need at most 184 (TF32 128 x 256: 128 accumulators; 3xTF32
+  // 128 x 128: 128 accumulators and sums); the producers' unrolled copies keep each chunk's
+  // addresses, which spill below 136 registers with one producer warpgroup (TF32 A^T x B: 156
+  // bytes at 96) and fit the 72 left with two, each copying half as many chunks.
+  static constexpr int kMathRegisters = 184;
+  static constexpr int kProducerRegisters =
+      kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * kMathRegisters) / kLoadThreads / 8 * 8
+                   : 0;
+  static_assert(!kSpecialized || kProducerRegisters >= 24, "setmaxnreg's range");
+  template <int kOtherProducers>
+  using WithProducers = WgmmaTile<BM, BN, BK, kStages, kMinBlocks, kOtherProducers>;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
   static_assert(!kSpecialized || kMinBlocks == 1, "setmaxnreg needs the one-block register cap");
   // Copies run kStages - 2 tiles ahead, or kStages - 1 where each tile waits for its own wgmmas
@@ -216,20 +222,23 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       if constexpr (kBKMajor) return wgmma::descriptor(stage + s * kStep, 16, 8 * kRowBytes);
       else return wgmma::descriptor(stage + s * kStep * BK, BK * kRowBytes, 8 * kRowBytes);
     };
-    // One K tile's wgmmas on the stage of index `stage`, committed as one group. Register A:
-    // this warp's 16 rows of the stage, every k step, as Math's (rounded) fragments.
-    // fresh: promoted sums start each period of kPromoteTiles from zero.
-    auto issue_tile = [&](float (&acc)[BN / 2], AOperands& ops, int stage, int64_t t) {
-      const T* as = a_stages + stage * kAStageElems;
-      const T* bs = b_stages + stage * kBStageElems;
-      const bool fresh = kPromote && t % (kPromote ? Input::kPromoteTiles : 1) == 0;
+    // One K tile's wgmmas on the stage of index `stage`, committed as one group: register A
+    // first (load_tile_a: this warp's 16 rows of the stage, every k step, as Math's rounded
+    // fragments), then the products (issue_tile). fresh: promoted sums start each period of
+    // kPromoteTiles from zero.
+    auto load_tile_a = [&](AOperands& ops, int stage) {
       if constexpr (Input::kARegisters) {
         using Math = typename Input::Math;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           ops.step[s] = Math::prepare(load_a<Math, typename ALoader::Tile, kARowMajor>(
-              as, group * 64 + (warp % 4) * 16, s * kStep, tid % 32));
+              a_stages + stage * kAStageElems, group * 64 + (warp % 4) * 16, s * kStep, tid % 32));
       }
+    };
+    auto issue_tile = [&](float (&acc)[BN / 2], const AOperands& ops, int stage, int64_t t) {
+      const T* as = a_stages + stage * kAStageElems;
+      const T* bs = b_stages + stage * kBStageElems;
+      const bool fresh = kPromote && t % (kPromote ? Input::kPromoteTiles : 1) == 0;
       wgmma::fence_operands(acc);
       wgmma::fence();
       if constexpr (Input::kARegisters) {
@@ -321,7 +330,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
       __syncthreads();
       int64_t ring = 0;
-      if (group == Tile::kWarpGroups) {
+      if (group >= Tile::kWarpGroups) {
         // The producer: copies of tile t, then the finishing work (TF32 rounding in place) of tile
         // t - kLag, whose copies have had kLag tiles' time to land.
         sync::set_registers<Tile::kProducerRegisters, false>();
@@ -372,8 +381,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
-            sync::mbarrier_wait(full + i % kStages, static_cast<uint32_t>(i / kStages) & 1);
-            issue_tile(acc, ops, static_cast<int>(i % kStages), t);
+            const int stage = static_cast<int>(i % kStages);
+            sync::mbarrier_wait(full + stage, static_cast<uint32_t>(i / kStages) & 1);
+            load_tile_a(ops, stage);
+            // Two math warpgroups take turns at issuing their tiles' wgmmas (named barriers 2 and
+            // 3): the tensor cores then run one's while the other loads its next fragments,
+            // rather than both groups' at once and then neither.
+            constexpr bool kTakeTurns = Tile::kWarpGroups == 2;
+            if constexpr (kTakeTurns) {
+              if (group == 0 && t > 0) sync::warps<kMathThreads, 2>();
+              if (group == 1) sync::warps<kMathThreads, 3>();
+            }
+            issue_tile(acc, ops, stage, t);
+            if constexpr (kTakeTurns) {
+              if (group == 0) sync::arrive<kMathThreads, 3>();
+              if (group == 1 && t + 1 < w.k_tiles) sync::arrive<kMathThreads, 2>();
+            }
             wgmma::wait_group<kInFlight>();  // tile t - kInFlight's wgmmas have retired
             wgmma::fence_operands(acc);
             if (t >= kInFlight) sync::mbarrier_arrive(empty + (i - kInFlight) % kStages);
@@ -444,6 +467,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
           // Tile t's wgmmas first, so that the tensor cores go from tile t - 1's to them with as
           // small a gap as can be; the loads of later tiles are issued while they run.
+          load_tile_a(ops, stage);
           issue_tile(acc, ops, stage, t);
 
           // Register-staged loaders: tile t + kAhead - 1, fetched last iteration, goes to its

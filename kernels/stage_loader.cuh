@@ -27,7 +27,7 @@ struct SwizzledTile {
   static constexpr int kElems = kLines * kLineElems;
   static_assert(kLineElems * sizeof(T) % 128 == 0, "lines must be whole 128-byte rows");
 
-  __device__ __forceinline__ static int offset(int line, int e) {
+  __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
     const int pattern = ((line & 3) << 1) | ((line >> 2) & 1);
     const int chunk = (e / kChunkElems) ^ pattern;
     return line * kLineElems + chunk * kChunkElems + e % kChunkElems;
@@ -47,7 +47,7 @@ struct Swizzle128Tile {
   static constexpr int kElems = kLines * kLineElems;
   static_assert(kLineElems % kBlockElems == 0 && kLines % 8 == 0, "whole swizzle atoms");
 
-  __device__ __forceinline__ static int offset(int line, int e) {
+  __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
     const int block = e / kBlockElems, chunk = (e % kBlockElems) / kChunkElems;
     return (block * kLines + line) * kBlockElems + (chunk ^ (line % 8)) * kChunkElems +
            e % kChunkElems;
@@ -105,6 +105,14 @@ struct StageLoader {
     ptr = kAlongK ? base + (x0 + line) * ld + k0 + e : base + (k0 + line) * ld + x0 + e;
   }
 
+  // Where chunk i of this thread goes in a stage. Both layouts permute chunks by line % 8 only,
+  // so where kLineStep is a multiple of 8 a thread's chunks are one fixed stride apart (and the
+  // compiler need not redo the swizzle for each).
+  __device__ __forceinline__ int chunk_offset(int i) const {
+    if constexpr (kLineStep % 8 == 0) return Tile::offset(line, e) + i * Tile::offset(kLineStep, 0);
+    else return Tile::offset(line + i * kLineStep, e);
+  }
+
   // Starts loading the next tile (into `stage`, or into registers for kStaged). x_left, k_left:
   // the matrix extent left from the tile's origin; zeros are loaded beyond it.
   __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
@@ -117,7 +125,7 @@ struct StageLoader {
         const int l = line + i * kLineStep;
         const bool line_ok = !checked || l < line_left;
         const T* src = ptr + i * (kLineStep * ld);
-        T* dst = stage + Tile::offset(l, e);
+        T* dst = stage + chunk_offset(i);
         if constexpr (kMode == LoadMode::kVector) {
           // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
           const bool ok = line_ok && (!checked || elem_left > 0);
@@ -149,7 +157,7 @@ struct StageLoader {
     if constexpr (kMode == LoadMode::kStaged) {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i)
-        *reinterpret_cast<Chunk*>(stage + Tile::offset(line + i * kLineStep, e)) = staged[i];
+        *reinterpret_cast<Chunk*>(stage + chunk_offset(i)) = staged[i];
     }
   }
 };

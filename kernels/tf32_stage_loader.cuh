@@ -45,7 +45,7 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
     for (int i0 = 0; i0 < Base::kPerThread; i0 += kBatch) {
       float4 v[kBatch];
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + offset(i0 + i));
+      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + this->chunk_offset(i0 + i));
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         uint4 big, small;
@@ -53,16 +53,12 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
         store_tf32_parts<kSplit>(&big.y, &small.y, v[i].y);
         store_tf32_parts<kSplit>(&big.z, &small.z, v[i].z);
         store_tf32_parts<kSplit>(&big.w, &small.w, v[i].w);
-        *reinterpret_cast<uint4*>(stage + offset(i0 + i)) = big;
-        if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + offset(i0 + i)) = small;
+        *reinterpret_cast<uint4*>(stage + this->chunk_offset(i0 + i)) = big;
+        if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + this->chunk_offset(i0 + i)) = small;
       }
     }
   }
 
- private:
-  __device__ __forceinline__ int offset(int i) const {
-    return Base::Tile::offset(this->line + i * Base::kLineStep, this->e);
-  }
 };
 
 // The thread mapping of both transposing loaders. A warp owns 16 k rows x 2 chunks (lane =

@@ -91,6 +91,19 @@ def test_every_3xtf32_wgmma_variant(tile, splits, layout, m, k, n):
     check_against_reference(out, a, b)
 
 
+@pytest.mark.parametrize("dtype,precision", PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PATHS])
+@pytest.mark.parametrize("tile", [0, 1, 2, 3])
+@pytest.mark.parametrize("k", [40, 100])
+def test_blocks_run_several_work_items_through_one_pipeline(tile, k, dtype, precision):
+    """A batch longer than a grid dimension (65535) gives blocks two matrices each: the
+    warp-specialized kernels carry their stage ring (and each stage's mbarrier phase) from one
+    work item into the next, whose K tiles (2 or 4 here) then start mid-ring."""
+    a, b = operands(5, k, 6, "nn", dtype, "cuda", batch=(70001,))
+    code = PRECISION_CODES[precision]
+    out = run_with_config(a, b, tile, 1, code, (70001, 5, 6), dtype)
+    check_against_reference(out, a, b, tf32=precision == "tf32")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("layout", LAYOUTS)
