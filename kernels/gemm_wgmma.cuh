@@ -384,9 +384,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             const int stage = static_cast<int>(i % kStages);
             sync::mbarrier_wait(full + stage, static_cast<uint32_t>(i / kStages) & 1);
             load_tile_a(ops, stage);
-            // Two math warpgroups take turns at issuing their tiles' wgmmas (named barriers 2 and
-            // 3): the tensor cores then run one's while the other loads its next fragments,
-            // rather than both groups' at once and then neither.
+            // Two math warpgroups take turns at issuing their tiles' wgmmas: the tensor cores then
+            // run one's while the other loads its next fragments, rather than both groups' at
+            // once and then neither. Group 0 issues tile t once group 1 has issued t - 1, and group
+            // 1 issues t once group 0 has: each signals the other (bar.arrive, named barriers 2
+            // and 3) without waiting.
             constexpr bool kTakeTurns = Tile::kWarpGroups == 2;
             if constexpr (kTakeTurns) {
               if (group == 0 && t > 0) sync::warps<kMathThreads, 2>();
@@ -395,7 +397,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             issue_tile(acc, ops, stage, t);
             if constexpr (kTakeTurns) {
               if (group == 0) sync::arrive<kMathThreads, 3>();
-              if (group == 1 && t + 1 < w.k_tiles) sync::arrive<kMathThreads, 2>();
+              if (group == 1) sync::arrive<kMathThreads, 2>();
             }
             wgmma::wait_group<kInFlight>();  // tile t - kInFlight's wgmmas have retired
             wgmma::fence_operands(acc);
@@ -404,6 +406,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           }
           wgmma::wait_group<0>();
           wgmma::fence_operands(acc);
+          // Group 1's signal after its last tile, taken here: every turn barrier ends the work
+          // item with as many arrivals as waits (racecheck reported the epilogue's stores as
+          // unordered when a one-tile item left group 0 with only an arrival).
+          if (Tile::kWarpGroups == 2 && group == 0 && w.k_tiles > 0) sync::warps<kMathThreads, 2>();
           if (kInFlight > 0 && w.k_tiles > 0) sync::mbarrier_arrive(empty + (ring + w.k_tiles - 1) % kStages);
           ring += w.k_tiles;
           if constexpr (kPromote) store_result(w, sum);
