@@ -339,7 +339,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         ALoader a_loader;
         BLoader b_loader;
         for_each_work_item([&](const WorkItem& w) {
-          __syncthreads();  // the math warps are done with the stages (the staged epilogue)
+          // The math warps are done with the stages (the staged epilogue). Both roles meet at
+          // named barrier 4 from their own code (bar.sync 0 there is divergent, per synccheck).
+          sync::warps<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
           b_loader.start(w.b, args.ldb, n0, w.k_begin, load_tid);
           auto publish = [&](int64_t t) {
@@ -377,7 +379,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
 #pragma unroll
           for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
-          __syncthreads();  // with the producer: it may fill the stages again
+          sync::warps<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
