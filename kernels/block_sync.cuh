@@ -17,12 +17,22 @@ __device__ __forceinline__ void warps() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
-// Arrives at named barrier kId without waiting: counts towards the kThreads that release the
-// warps waiting there (warps<kThreads, kId>).
+// The same for warps that reach barrier kId from different code (each role of a warp-specialized
+// block from its own branch, or one group from two places): bar.sync is barrier.sync.aligned,
+// which PTX defines only where every participating thread runs the same instruction; this is
+// the form without .aligned.
+template <int kThreads, int kId>
+__device__ __forceinline__ void warps_anywhere() {
+  static_assert(kThreads % 32 == 0 && kId > 1 && kId < 16, "barriers count whole warps");
+  asm volatile("barrier.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
+// Arrives at named barrier kId without waiting (the form without .aligned): counts towards the
+// kThreads that release the warps waiting there (warps_anywhere<kThreads, kId>).
 template <int kThreads, int kId>
 __device__ __forceinline__ void arrive() {
   static_assert(kThreads % 32 == 0 && kId > 0 && kId < 16, "barriers count whole warps");
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+  asm volatile("barrier.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 // Named barrier 1 among kThreads threads, returning whether any of them passed true.

@@ -340,8 +340,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         BLoader b_loader;
         for_each_work_item([&](const WorkItem& w) {
           // The math warps are done with the stages (the staged epilogue). Both roles meet at
-          // named barrier 4 from their own code (bar.sync 0 there is divergent, per synccheck).
-          sync::warps<Tile::kThreads, 4>();
+          // named barrier 4, each from its own branch.
+          sync::warps_anywhere<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
           b_loader.start(w.b, args.ldb, n0, w.k_begin, load_tid);
           auto publish = [&](int64_t t) {
@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
 #pragma unroll
           for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
-          sync::warps<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
+          sync::warps_anywhere<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
@@ -389,12 +389,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             // Two math warpgroups take turns at issuing their tiles' wgmmas: the tensor cores then
             // run one's while the other loads its next fragments, rather than both groups' at
             // once and then neither. Group 0 issues tile t once group 1 has issued t - 1, and group
-            // 1 issues t once group 0 has: each signals the other (bar.arrive, named barriers 2
-            // and 3) without waiting.
+            // 1 issues t once group 0 has: each signals the other (barrier.arrive, named barriers
+            // 2 and 3) without waiting.
             constexpr bool kTakeTurns = Tile::kWarpGroups == 2;
             if constexpr (kTakeTurns) {
-              if (group == 0 && t > 0) sync::warps<kMathThreads, 2>();
-              if (group == 1) sync::warps<kMathThreads, 3>();
+              if (group == 0 && t > 0) sync::warps_anywhere<kMathThreads, 2>();
+              if (group == 1) sync::warps_anywhere<kMathThreads, 3>();
             }
             issue_tile(acc, ops, stage, t);
             if constexpr (kTakeTurns) {
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           // Group 1's signal after its last tile, taken here: every turn barrier ends the work
           // item with as many arrivals as waits (racecheck reported the epilogue's stores as
           // unordered when a one-tile item left group 0 with only an arrival).
-          if (Tile::kWarpGroups == 2 && group == 0 && w.k_tiles > 0) sync::warps<kMathThreads, 2>();
+          if (Tile::kWarpGroups == 2 && group == 0 && w.k_tiles > 0) sync::warps_anywhere<kMathThreads, 2>();
           if (kInFlight > 0 && w.k_tiles > 0) sync::mbarrier_arrive(empty + (ring + w.k_tiles - 1) % kStages);
           ring += w.k_tiles;
           if constexpr (kPromote) store_result(w, sum);
