@@ -228,7 +228,8 @@ struct WgmmaFamily {
   // The tile a layout runs: a float32 B that is MN-major in the kernel (A^T x B) is transposed
   // by the producer, whose work then sets the pace; two producer warpgroups there (H100, against
   // one: TF32 transA 0.68x torch against 0.60x, 3xTF32 1.87x against 1.78x), one elsewhere (two
-  // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers).
+  // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers). Not for BN 256:
+  // its accumulators need more registers than a 512-thread block starts with.
   template <class Tile, bool kBRowMajor>
   using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
                                         typename Tile::template WithProducers<2>, Tile>;

@@ -253,8 +253,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       wgmma::commit_group();
       wgmma::fence_operands(acc);
     };
+    // A work item's accumulators, and its promoted float32 sums (kPromote), start from zero.
+    constexpr int kSums = kPromote ? BN / 2 : 1;
+    auto clear = [&](float (&acc)[BN / 2], float (&sum)[kSums]) {
+#pragma unroll
+      for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kSums; ++r) sum[r] = 0.0f;
+    };
     // After tile t's wgmmas have retired: its sums into float32 at the end of a period.
-    auto promote = [&](float (&sum)[kPromote ? BN / 2 : 1], const float (&acc)[BN / 2], int64_t t,
+    auto promote = [&](float (&sum)[kSums], const float (&acc)[BN / 2], int64_t t,
                        int64_t k_tiles) {
       if constexpr (kPromote) {
         static_assert(kInFlight == 0, "promotion reads the accumulators of retired wgmmas");
@@ -374,11 +382,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       } else {
         sync::set_registers<Tile::kMathRegisters, true>();
         for_each_work_item([&](const WorkItem& w) {
-          float acc[BN / 2], sum[kPromote ? BN / 2 : 1];  // sum: the promoted float32 sums
-#pragma unroll
-          for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
-#pragma unroll
-          for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
+          float acc[BN / 2], sum[kSums];
+          clear(acc, sum);
           sync::warps_anywhere<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
@@ -430,11 +435,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       ALoader a_loader;
       BLoader b_loader;
       for_each_work_item([&](const WorkItem& w) {
-        float acc[BN / 2], sum[kPromote ? BN / 2 : 1];  // sum: the promoted float32 sums
-#pragma unroll
-        for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
-#pragma unroll
-        for (int r = 0; r < (kPromote ? BN / 2 : 1); ++r) sum[r] = 0.0f;
+        float acc[BN / 2], sum[kSums];
+        clear(acc, sum);
 
         __syncthreads();  // the previous work item's threads are done with the stages
         a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);

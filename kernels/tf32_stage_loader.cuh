@@ -29,6 +29,23 @@ __device__ __forceinline__ void store_tf32_parts(uint32_t* big, uint32_t* small,
   if constexpr (kSplit) *small = ptx::to_tf32(x - __uint_as_float(b));
 }
 
+// Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
+// stores its replacement. Chunks are read in batches of kBatch before any of the batch is
+// written: the compiler cannot tell the writes from the next chunk's read, and would otherwise
+// wait out each read. The batch bounds the registers it holds.
+template <int kCount, int kBatch, typename Read, typename Write>
+__device__ __forceinline__ void rewrite_in_batches(const Read& read, const Write& write) {
+  constexpr int kSize = kCount < kBatch ? kCount : kBatch;
+#pragma unroll
+  for (int i0 = 0; i0 < kCount; i0 += kSize) {
+    float4 v[kSize];
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) v[i] = read(i0 + i);
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) write(i0 + i, v[i]);
+  }
+}
+
 template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
 struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile> {
   using Base = StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile>;
@@ -36,29 +53,21 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   static constexpr int kStageTiles = kSplit ? 2 : 1;
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
-  // touches them until the barrier. Chunks are read in batches before any of the batch is
-  // written: the compiler cannot tell the stores from the next chunk's load, and would otherwise
-  // wait out each load (batches of 8 keep the producer of 128 x 256 tiles from spilling).
+  // touches them until the barrier. Batches of 8 keep the producer of 128 x 256 tiles from
+  // spilling.
   __device__ __forceinline__ void finish(float* stage) const {
-    constexpr int kBatch = Base::kPerThread < 8 ? Base::kPerThread : 8;
-#pragma unroll
-    for (int i0 = 0; i0 < Base::kPerThread; i0 += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + this->chunk_offset(i0 + i));
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        uint4 big, small;
-        store_tf32_parts<kSplit>(&big.x, &small.x, v[i].x);
-        store_tf32_parts<kSplit>(&big.y, &small.y, v[i].y);
-        store_tf32_parts<kSplit>(&big.z, &small.z, v[i].z);
-        store_tf32_parts<kSplit>(&big.w, &small.w, v[i].w);
-        *reinterpret_cast<uint4*>(stage + this->chunk_offset(i0 + i)) = big;
-        if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + this->chunk_offset(i0 + i)) = small;
-      }
-    }
+    rewrite_in_batches<Base::kPerThread, 8>(
+        [&](int i) { return *reinterpret_cast<const float4*>(stage + this->chunk_offset(i)); },
+        [&](int i, const float4& v) {
+          uint4 big, small;
+          store_tf32_parts<kSplit>(&big.x, &small.x, v.x);
+          store_tf32_parts<kSplit>(&big.y, &small.y, v.y);
+          store_tf32_parts<kSplit>(&big.z, &small.z, v.z);
+          store_tf32_parts<kSplit>(&big.w, &small.w, v.w);
+          *reinterpret_cast<uint4*>(stage + this->chunk_offset(i)) = big;
+          if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + this->chunk_offset(i)) = small;
+        });
   }
-
 };
 
 // The thread mapping of both transposing loaders. A warp owns 16 k rows x 2 chunks (lane =
@@ -176,22 +185,16 @@ struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   }
 
   // This thread's copies of the tile, once landed: rounded and transposed into the K-major tile
-  // (read in batches, as in Tf32CopyLoader::finish; of 4, which keeps this producer from spilling).
+  // (batches of 4 keep this producer from spilling).
   __device__ __forceinline__ void finish(float* stage) const {
-    constexpr int kBatch = Map::kPerThread < 4 ? Map::kPerThread : 4;
-#pragma unroll
-    for (int i0 = 0; i0 < Map::kPerThread; i0 += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) v[i] = *reinterpret_cast<const float4*>(stage + raw(i0 + i));
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        this->template store<false>(stage, i0 + i, 0, v[i].x);
-        this->template store<false>(stage, i0 + i, 1, v[i].y);
-        this->template store<false>(stage, i0 + i, 2, v[i].z);
-        this->template store<false>(stage, i0 + i, 3, v[i].w);
-      }
-    }
+    rewrite_in_batches<Map::kPerThread, 4>(
+        [&](int i) { return *reinterpret_cast<const float4*>(stage + raw(i)); },
+        [&](int i, const float4& v) {
+          this->template store<false>(stage, i, 0, v.x);
+          this->template store<false>(stage, i, 1, v.y);
+          this->template store<false>(stage, i, 2, v.z);
+          this->template store<false>(stage, i, 3, v.w);
+        });
   }
 
   __device__ __forceinline__ void deposit(float*) const {}
