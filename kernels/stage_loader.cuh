@@ -58,10 +58,46 @@ struct Swizzle128Tile {
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
   kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment)
-  kStaged = 2,   // 16-bit types with any alignment: element loads into registers, one 16-byte
+  kStaged = 2,   // 16-bit types with any alignment: each chunk read as the aligned 16-byte
+                 // vectors around it and shifted in registers (load_shifted_chunk), one 16-byte
                  // shared store per chunk after the math of the current stage (cp.async has no
                  // 2-byte form)
 };
+
+// The 16 bytes at src, which need be aligned to its element only, of which the first `count`
+// elements (0 to 16 / sizeof(T)) are inside the matrix and the rest read as zero: two aligned
+// 16-byte loads and a shift, where element loads would take one instruction per element (eight
+// for 16-bit types). A vector holding none of the counted elements is not read, so no load
+// leaves the 16-byte blocks that the matrix's own elements occupy.
+template <typename T, bool kChecked>
+__device__ __forceinline__ uint4 load_shifted_chunk(const T* src, int count) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(src);
+  const int shift = static_cast<int>(address % 16);  // bytes, a multiple of sizeof(T)
+  const uint4* block = reinterpret_cast<const uint4*>(address - shift);
+  const int bytes = count * static_cast<int>(sizeof(T));
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  const uint4 lo = !kChecked || bytes > 0 ? block[0] : zero;
+  const uint4 hi = shift != 0 && bytes > 16 - shift ? block[1] : zero;
+  // The 32 bytes lo:hi moved down by `shift`: 8- and 4-byte steps by selects (a register array
+  // indexed at run time would go to local memory), then 2 bytes by a funnel shift.
+  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int j = 0; j < 6; ++j) w[j] = shift & 8 ? w[j + 2] : w[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) w[j] = shift & 4 ? w[j + 1] : w[j];
+  if constexpr (sizeof(T) < 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = __funnelshift_r(w[j], w[j + 1], 8 * (shift & 3));
+  }
+  if constexpr (kChecked) {  // bytes past the counted elements: zero
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int keep = bytes - 4 * j;
+      w[j] &= keep >= 4 ? 0xffffffffu : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // How a kernel loads operands without 16-byte alignment.
 template <typename T>
@@ -87,10 +123,7 @@ struct StageLoader {
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
   static constexpr int kStageTiles = 1;  // BX x BK tiles a stage holds
 
-  struct alignas(16) Chunk {
-    T v[E];
-  };
-  Chunk staged[kMode == LoadMode::kStaged ? kPerThread : 1];
+  uint4 staged[kMode == LoadMode::kStaged ? kPerThread : 1];  // kStaged: a chunk's 16 bytes
   const T* base;  // the matrix: the source address of zero-filled (out-of-range) copies
   const T* ptr;   // this thread's first element of the next tile
   int64_t ld;
@@ -130,16 +163,15 @@ struct StageLoader {
           // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
           const bool ok = line_ok && (!checked || elem_left > 0);
           ptx::cp_async<16>(dst, ok ? src : base, ok);
-        } else {
+        } else if constexpr (kMode == LoadMode::kElement) {
 #pragma unroll
           for (int v = 0; v < E; ++v) {
             const bool ok = line_ok && (!checked || v < elem_left);
-            if constexpr (kMode == LoadMode::kElement) {
-              ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
-            } else {
-              staged[i].v[v] = ok ? src[v] : from_acc<T>(0.0f);
-            }
+            ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
           }
+        } else {
+          const int count = !line_ok ? 0 : static_cast<int>(elem_left < E ? (elem_left > 0 ? elem_left : 0) : E);
+          staged[i] = load_shifted_chunk<T, decltype(checked)::value>(src, count);
         }
       }
     };
@@ -157,7 +189,7 @@ struct StageLoader {
     if constexpr (kMode == LoadMode::kStaged) {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i)
-        *reinterpret_cast<Chunk*>(stage + chunk_offset(i)) = staged[i];
+        *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = staged[i];
     }
   }
 };
