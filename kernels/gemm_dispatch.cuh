@@ -37,6 +37,13 @@ enum TileRole : int {
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
 };
 
+// Calls f(std::bool_constant<value>{}) for a run-time bool.
+template <typename F>
+void with_bool(bool value, F&& f) {
+  if (value) f(std::true_type{});
+  else f(std::false_type{});
+}
+
 // What the dispatcher needs to know of the GPU.
 struct DeviceLimits {
   int num_sms;
@@ -62,7 +69,7 @@ struct ExactFloatFamily {
     gemm_tiled_kernel<T, Out, Tile, kVec ? 4 : 1, kARowMajor, kBRowMajor>
         <<<grid, Tile::kThreads, 0, stream>>>(args);
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem&) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kThreads << " threads, "
@@ -71,7 +78,7 @@ struct ExactFloatFamily {
   static const char* load_text(bool vec) {
     return vec ? "16-byte vectors" : "one element at a time";
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem&) {
     return 0;  // static shared memory, under 48 KiB: fits every GPU
   }
@@ -146,14 +153,14 @@ struct MmaFamily {
     launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>,
                      Tile::kThreads, mma_smem_bytes<T, Tile>()>(args, grid, stream);
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem&) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", "
       << Tile::kStages << "-stage cp.async pipeline (" << mma_smem_bytes<T, Tile>() / 1024
       << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem&) {
     return mma_smem_bytes<T, Tile>();
   }
@@ -234,26 +241,33 @@ struct WgmmaFamily {
   using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
                                         typename Tile::template WithProducers<2>, Tile>;
 
+  // Without 16-byte alignment, float32 copies the aligned windows around its chunks (16-byte
+  // cp.async, shifted once landed) rather than each element: a quarter of the copies.
+  static constexpr LoadMode mode(bool vec) {
+    return vec ? LoadMode::kVector : sizeof(T) == 4 ? LoadMode::kWindowed : fallback_load_mode<T>();
+  }
+
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
     using Tile = LayoutTile<TableTile, kBRowMajor>;
-    constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
+    constexpr LoadMode kMode = mode(kVec);
+    constexpr int kSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
     if constexpr (kTransposesRowMajorProducts && kARowMajor && kBRowMajor) {
       STD_TORCH_CHECK(false, "tiledmm: internal error: row-major float32 products run transposed");
-    } else if constexpr (wgmma_smem_bytes<Input, Tile, kBRowMajor>() > kHopperMaxSmem) {
+    } else if constexpr (kSmem > kHopperMaxSmem) {
       // plan_launch never picks such a tile for this layout (nor accepts it when forced): not built.
       STD_TORCH_CHECK(false, "tiledmm: internal error: tile exceeds Hopper's shared memory");
     } else {
       launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>,
-                       Tile::kThreads, wgmma_smem_bytes<Input, Tile, kBRowMajor>()>(args, grid, stream);
+                       Tile::kThreads, kSmem>(args, grid, stream);
     }
   }
-  template <class TableTile>
+  template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p) {
-    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>>(s, p);
-    else describe_layout<LayoutTile<TableTile, false>>(s, p);
+    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>, kVec>(s, p);
+    else describe_layout<LayoutTile<TableTile, false>, kVec>(s, p);
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static void describe_layout(std::ostream& s, const GemmProblem& p) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpGroups << " math warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
@@ -261,12 +275,18 @@ struct WgmmaFamily {
     if constexpr (Tile::kSpecialized)
       s << "warp-specialized (" << Tile::kProducers << " producer warpgroup(s) copy"
         << (sizeof(T) == 4 ? " and round" : "") << " the stages; mbarriers between the two roles), ";
-    s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile>(p) / 1024
+    s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile, kVec>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
   }
-  template <class Tile>
+  template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem& p) {
-    return p.b.row_major ? wgmma_smem_bytes<Input, Tile, true>() : wgmma_smem_bytes<Input, Tile, false>();
+    int bytes = 0;
+    with_bool(p.a.row_major, [&](auto a_row) {
+      with_bool(p.b.row_major, [&](auto b_row) {
+        bytes = wgmma_smem_bytes<Input, Tile, mode(kVec), decltype(a_row)::value, decltype(b_row)::value>();
+      });
+    });
+    return bytes;
   }
   static const char* load_text(bool vec) {
     if constexpr (sizeof(T) == 2) {
@@ -276,12 +296,14 @@ struct WgmmaFamily {
       if constexpr (Input::kSplit)
         return vec ? "16-byte cp.async; A split into TF32 parts in registers, B split in shared memory "
                      "(an MN-major B split and transposed through registers)"
-                   : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
-                     "B split in shared memory (an MN-major B split and transposed through registers)";
+                   : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
+                     "memory (no 16-byte alignment); A split into TF32 parts in registers, B split in shared "
+                     "memory (an MN-major B split and transposed through registers, element by element)";
       return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
                    "MN-major B copied raw and transposed in shared memory)"
-                 : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "
-                   "rounded in shared memory (an MN-major B copied raw and transposed in shared memory)";
+                 : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
+                   "memory (no 16-byte alignment); A rounded to TF32 in registers, B rounded in shared memory "
+                   "(an MN-major B copied raw element by element and transposed in shared memory)";
     }
   }
 };
@@ -294,12 +316,6 @@ constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at le
 // Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
 constexpr int64_t kMaxSliceK = 8192;
 constexpr int64_t kMaxAccuracyWorkspace = int64_t(256) << 20;
-
-template <typename F>
-void with_bool(bool value, F&& f) {
-  if (value) f(std::true_type{});
-  else f(std::false_type{});
-}
 
 // Calls f(std::integral_constant<int, index>) for a run-time index in [0, N).
 template <int N, int I = 0, typename F>
@@ -367,10 +383,10 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
   };
   auto info = [&](int tile) {
     TileInfo t{};
-    with_table<Family>(vec, [&](auto, auto tiles) {
+    with_table<Family>(vec, [&](auto v, auto tiles) {
       with_tile<decltype(tiles)>(tile, [&](auto s) {
         using S = decltype(s);
-        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S>(p)};
+        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S, decltype(v)::value>(p)};
       });
     });
     return t;
@@ -518,10 +534,10 @@ std::string describe_family(const GemmProblem& problem, const DeviceLimits& devi
   if (p.c_transposed)
     s << "operands: computed as C^T = B^T A^T (" << p.m << " x " << p.n
       << ", written column-major), so that the shared-memory operand is K-major\n";
-  with_table<Family>(plan.vec, [&](auto, auto tiles) {
+  with_table<Family>(plan.vec, [&](auto vec, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       s << "tile " << plan.tile << ": ";
-      Family::template describe<decltype(shape)>(s, p);
+      Family::template describe<decltype(shape), decltype(vec)::value>(s, p);
       s << "\n";
     });
   });

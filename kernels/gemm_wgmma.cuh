@@ -4,9 +4,9 @@
 // A block of BM / 64 warpgroups computes a BM x BN tile of C[z]: warpgroup w owns rows
 // [64 w, 64 w + 64) across all BN columns, one m64nBNk16 (TF32: k8) wgmma per step of K. K
 // advances in tiles of BK (one 128-byte row: 64 16-bit elements, 32 floats) through a ring of
-// kStages shared-memory stages, filled by cp.async (16-byte, or element-wise for float32
-// without 16-byte alignment) or by loads staged through registers (16-bit operands of any
-// alignment; MN-major 3xTF32 B operands). Two pipelines (WgmmaTile::kSpecialized):
+// kStages shared-memory stages, filled by cp.async (16-byte; float32 without 16-byte alignment:
+// the aligned 16-byte windows around each chunk, shifted into place once landed) or by loads
+// staged through registers (16-bit operands of any alignment; MN-major 3xTF32 B operands). Two pipelines (WgmmaTile::kSpecialized):
 //   shared: every warpgroup copies and computes, meeting the others at one barrier per K tile;
 //   specialized: a producer warpgroup fills the stages and the math warpgroups compute, each
 // side waiting on the other's per-stage mbarriers, so that the math warpgroups drift apart and
@@ -149,19 +149,19 @@ struct WgmmaTf32Input {
   }
 };
 
-// Shared memory of one block: kStages stages of A, then of B (as many tiles as B's loader needs
-// for B's layout), a full and an empty mbarrier per stage (kSpecialized), and 1024 bytes to align
-// the stages (the swizzle is a function of the address).
-template <class Input, class Tile, bool kBRowMajor>
+// Shared memory of one block: kStages stages of A, then of B (each as large as its loader needs
+// for the operand's layout and load mode), a full and an empty mbarrier per stage
+// (kSpecialized), and 1024 bytes to align the stages (the swizzle is a function of the address).
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_stage_bytes() {
-  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor,
-                                                  LoadMode::kVector>;
-  return Tile::kStages * (Tile::BM + Tile::BN * BLoader::kStageTiles) * Tile::BK *
-         static_cast<int>(sizeof(typename Input::T));
+  using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
+  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
+  return Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(typename Input::T));
 }
-template <class Input, class Tile, bool kBRowMajor>
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_smem_bytes() {
-  return wgmma_stage_bytes<Input, Tile, kBRowMajor>() + (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
+  return wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() + (Tile::kSpecialized ? 16 * Tile::kStages : 0) +
+         1024;
 }
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
@@ -184,15 +184,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using ALoader = typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>;
     using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
     using AOperands = typename Input::template AOperands<kSteps>;
-    constexpr bool kRoundsInPlace = BLoader::kRoundsInPlace;  // A's stage is read raw
+    constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory).
     constexpr int kInFlight = Input::kARegisters ? 0 : 1;
     // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies last).
-    constexpr int kAStageElems = ALoader::Tile::kElems, kBTileElems = BLoader::Tile::kElems;
-    constexpr int kBStageElems = kBTileElems * BLoader::kStageTiles;
-    constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kBRowMajor>();
+    constexpr int kAStageElems = ALoader::kStageElems, kBStageElems = BLoader::kStageElems;
+    constexpr int kBTileElems = BLoader::Tile::kElems;
+    constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
     constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out, kTransposedOut>(kStageBytes);
     constexpr bool kPromote = Input::kPromoteTiles > 0;
 
@@ -456,11 +456,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_commit();
         }
 
-        // Tiles rounded in place (TF32 B) are rounded by each thread once its copies of them
-        // have landed, a tile ahead, while the current tile's wgmmas run: tile 0 here, tile t + 1
-        // in step t. Published by the barrier of the step that uses them.
+        // Tiles finished in place (TF32 B rounded, windows shifted) are finished by each thread
+        // once its copies of them have landed, a tile ahead, while the current tile's wgmmas run:
+        // tile 0 here, tile t + 1 in step t. Published by the barrier of the step that uses them.
         auto finish = [&](int s) {
-          if constexpr (kRoundsInPlace) {
+          if constexpr (kFinishesInPlace) {
             ptx::cp_async_wait<kAhead - 1>();
             a_loader.finish(a_stages + s * kAStageElems);
             b_loader.finish(b_stages + s * kBStageElems);

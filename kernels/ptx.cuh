@@ -13,13 +13,19 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
 // Copies kBytes (4, 8 or 16) from global to shared memory without passing through registers;
 // when !valid, writes zeros and reads nothing (src-size 0), so out-of-range tiles need no branch
 // around the copy. 16-byte copies bypass L1 (.cg): each is used once per block.
+// 16 bytes into shared memory of which only the first src_bytes (0 to 16) are read; the rest are
+// zeros.
+__device__ __forceinline__ void cp_async_16_partial(void* smem, const void* global, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)), "l"(global),
+               "r"(src_bytes));
+}
+
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void* smem, const void* global, bool valid) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
   const int src_bytes = valid ? kBytes : 0;
   if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
-                 "l"(global), "r"(src_bytes));
+    cp_async_16_partial(smem, global, src_bytes);
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_address(smem)),
                  "l"(global), "n"(kBytes), "r"(src_bytes));

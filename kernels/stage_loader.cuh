@@ -62,6 +62,9 @@ enum class LoadMode : int {
                  // vectors around it and shifted in registers (load_shifted_chunk), one 16-byte
                  // shared store per chunk after the math of the current stage (cp.async has no
                  // 2-byte form)
+  kWindowed = 3, // 4-byte types with any alignment (wgmma kernels): each chunk's aligned 16-byte
+                 // window copied by cp.async (the line's last thread also copies the window's
+                 // last chunk into a side slot), shifted into place once landed (finish)
 };
 
 // The 16 bytes at src, which need be aligned to its element only, of which the first `count`
@@ -69,6 +72,23 @@ enum class LoadMode : int {
 // 16-byte loads and a shift, where element loads would take one instruction per element (eight
 // for 16-bit types). A vector holding none of the counted elements is not read, so no load
 // leaves the 16-byte blocks that the matrix's own elements occupy.
+// Bytes shift to shift + 15 of the 32 bytes lo:hi (shift: 0 to 15, a multiple of kGrain): 8- and
+// 4-byte steps by selects (a register array indexed at run time would go to local memory), then
+// 2 or 1 bytes by funnel shifts.
+template <int kGrain>
+__device__ __forceinline__ uint4 shift_down(const uint4& lo, const uint4& hi, int shift) {
+  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int j = 0; j < 6; ++j) w[j] = shift & 8 ? w[j + 2] : w[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) w[j] = shift & 4 ? w[j + 1] : w[j];
+  if constexpr (kGrain < 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = __funnelshift_r(w[j], w[j + 1], 8 * (shift & 3));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 template <typename T, bool kChecked>
 __device__ __forceinline__ uint4 load_shifted_chunk(const T* src, int count) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(src);
@@ -78,25 +98,33 @@ __device__ __forceinline__ uint4 load_shifted_chunk(const T* src, int count) {
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
   const uint4 lo = !kChecked || bytes > 0 ? block[0] : zero;
   const uint4 hi = shift != 0 && bytes > 16 - shift ? block[1] : zero;
-  // The 32 bytes lo:hi moved down by `shift`: 8- and 4-byte steps by selects (a register array
-  // indexed at run time would go to local memory), then 2 bytes by a funnel shift.
-  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-  for (int j = 0; j < 6; ++j) w[j] = shift & 8 ? w[j + 2] : w[j];
-#pragma unroll
-  for (int j = 0; j < 5; ++j) w[j] = shift & 4 ? w[j + 1] : w[j];
-  if constexpr (sizeof(T) < 4) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) w[j] = __funnelshift_r(w[j], w[j + 1], 8 * (shift & 3));
-  }
+  uint4 chunk = shift_down<sizeof(T)>(lo, hi, shift);
   if constexpr (kChecked) {  // bytes past the counted elements: zero
+    uint32_t* w = &chunk.x;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int keep = bytes - 4 * j;
       w[j] &= keep >= 4 ? 0xffffffffu : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
     }
   }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  return chunk;
+}
+
+// Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
+// stores its replacement. Chunks are read in batches of kBatch before any of the batch is
+// written: the compiler cannot tell the writes from the next chunk's read, and would otherwise
+// wait out each read. The batch bounds the registers it holds.
+template <int kCount, int kBatch, typename Read, typename Write>
+__device__ __forceinline__ void rewrite_in_batches(const Read& read, const Write& write) {
+  constexpr int kSize = kCount < kBatch ? kCount : kBatch;
+#pragma unroll
+  for (int i0 = 0; i0 < kCount; i0 += kSize) {
+    uint4 v[kSize];
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) v[i] = read(i0 + i);
+#pragma unroll
+    for (int i = 0; i < kSize; ++i) write(i0 + i, v[i]);
+  }
 }
 
 // How a kernel loads operands without 16-byte alignment.
@@ -109,8 +137,10 @@ constexpr LoadMode fallback_load_mode() {
 // A thread owns kPerThread chunks of a tile: one chunk column, lines kLineStep apart, so it keeps
 // one running pointer and fixed line offsets. Layout: the stage's tile layout (SwizzledTile for
 // mma.sync fragments, Swizzle128Tile for wgmma).
+// kStageTiles: the BX x BK tiles a stage holds (loaders that derive from this one write more
+// than the copies); kWindowed's side slots, one chunk per line, follow them.
 template <typename T, int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode,
-          template <typename, int, int> class Layout = SwizzledTile>
+          template <typename, int, int> class Layout = SwizzledTile, int kStageTiles_ = 1>
 struct StageLoader {
   using Tile = Layout<T, kAlongK ? BX : BK, kAlongK ? BK : BX>;
   static constexpr int E = Tile::kChunkElems;
@@ -121,7 +151,18 @@ struct StageLoader {
                 "the block's threads must cover the tile in whole lines");
   static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
-  static constexpr int kStageTiles = 1;  // BX x BK tiles a stage holds
+  static constexpr bool kWindowed = kMode == LoadMode::kWindowed;
+  static_assert(!kWindowed || (sizeof(T) == 4 && kChunksPerLine <= 32),
+                "windows: 4-byte elements, a line's threads within one warp (a shuffle)");
+  static constexpr int kStageTiles = kStageTiles_;
+  static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
+  // A stage's elements: its tiles and side slots, in whole 1024 bytes (the swizzle atom's
+  // alignment, which the next stage needs).
+  static constexpr int kStageElems =
+      (kStageTiles * Tile::kElems + kSideElems + 1024 / sizeof(T) - 1) / (1024 / sizeof(T)) * (1024 / sizeof(T));
+  // Work on a tile's copies once they have landed, before the barrier that publishes it (finish):
+  // kWindowed shifts them into place.
+  static constexpr bool kFinishesInPlace = kWindowed;
 
   uint4 staged[kMode == LoadMode::kStaged ? kPerThread : 1];  // kStaged: a chunk's 16 bytes
   const T* base;  // the matrix: the source address of zero-filled (out-of-range) copies
@@ -169,6 +210,23 @@ struct StageLoader {
             const bool ok = line_ok && (!checked || v < elem_left);
             ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
           }
+        } else if constexpr (kMode == LoadMode::kWindowed) {
+          // The window: the aligned 16 bytes at or below src, and for the line's last thread the
+          // next 16, whose elements [-shift, E - shift) and [E - shift, 2 E - shift) from src are
+          // copied where inside the matrix (always reading within 16-byte blocks that hold some
+          // of its elements) and zero-filled past it.
+          const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(src) % 16) / static_cast<int>(sizeof(T));
+          const T* window = src - shift;
+          auto inside = [&](int64_t first) {  // elements of a window chunk at `first` inside the matrix
+            if (!checked) return E;
+            const int64_t left = line_ok ? elem_left - first : 0;
+            return static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
+          };
+          const int in_first = inside(-shift), in_next = shift == 0 ? 0 : inside(E - shift);
+          ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
+          if (e == Tile::kLineElems - E)
+            ptx::cp_async_16_partial(side_slot(stage, i), in_next > 0 ? window + E : base,
+                                     in_next * static_cast<int>(sizeof(T)));
         } else {
           const int count = !line_ok ? 0 : static_cast<int>(elem_left < E ? (elem_left > 0 ? elem_left : 0) : E);
           staged[i] = load_shifted_chunk<T, decltype(checked)::value>(src, count);
@@ -180,9 +238,40 @@ struct StageLoader {
     ptr += kAlongK ? BK : BK * ld;
   }
 
-  // Work on a tile's copies once they have landed, before the barrier that publishes it: none.
-  static constexpr bool kRoundsInPlace = false;
-  __device__ __forceinline__ void finish(T*) const {}
+  // kWindowed: the side slot of chunk i's line.
+  __device__ __forceinline__ T* side_slot(T* stage, int i) const {
+    return stage + kStageTiles * Tile::kElems + (line + i * kLineStep) * E;
+  }
+
+  // kWindowed: chunk i of this thread's tile, from its window chunk `first` (this thread's
+  // copy), the next one (the next thread's copy, by a shuffle; the line's last thread has it in
+  // its side slot) and the line's shift. Every thread of the warp must call it (the shuffle).
+  __device__ __forceinline__ uint4 shifted(T* stage, int i, const uint4& first) const {
+    uint4 next;
+    next.x = __shfl_down_sync(0xffffffffu, first.x, 1, kChunksPerLine);
+    next.y = __shfl_down_sync(0xffffffffu, first.y, 1, kChunksPerLine);
+    next.z = __shfl_down_sync(0xffffffffu, first.z, 1, kChunksPerLine);
+    next.w = __shfl_down_sync(0xffffffffu, first.w, 1, kChunksPerLine);
+    if (e == Tile::kLineElems - E) next = *reinterpret_cast<const uint4*>(side_slot(stage, i));
+    // Tiles advance by multiples of 16 bytes (BK elements along a line, or BK lines of a
+    // 4-byte type), so the next tile's pointer gives this tile's shift.
+    const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(ptr + i * (kLineStep * ld)) % 16);
+    return shift_down<sizeof(T)>(first, next, shift);
+  }
+
+  __device__ __forceinline__ uint4 chunk(const T* stage, int i) const {
+    return *reinterpret_cast<const uint4*>(stage + chunk_offset(i));
+  }
+
+  // Once this thread's copies of the tile in `stage` have landed (kWindowed): shifted in place.
+  __device__ __forceinline__ void finish(T* stage) const {
+    if constexpr (kWindowed) {
+      rewrite_in_batches<kPerThread, 8>([&](int i) { return chunk(stage, i); },
+                                        [&](int i, const uint4& v) {
+                                          *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = shifted(stage, i, v);
+                                        });
+    }
+  }
 
   // kStaged: writes the registers of the last fetch into `stage`.
   __device__ __forceinline__ void deposit(T* stage) const {

@@ -4,14 +4,15 @@
 // the stage holds two tiles, big = tf32(x) and, kElems further, small = tf32(x - big).
 // Same interface as StageLoader.
 //   Tf32CopyLoader: K-major sources, copied by cp.async into the 128-byte-swizzled stage and
-//     rounded in place by the thread that copied them once they land (finish).
+//     rounded in place by the thread that copied them once they land (finish; kWindowed:
+//     shifted into place first).
 //   Tf32TransposingLoader: MN-major sources, through registers: fetch (global memory into
 //     registers), deposit (rounded and transposed into the K-major stage, after the current
 //     tile's wgmmas are issued).
 //   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into a raw tile behind the
 //     K-major one, then rounded and transposed into it by the thread that copied them (finish):
 //     cp.async's depth, for one more tile of shared memory per stage.
-// kStageTiles: the BX x BK tiles one stage holds.
+// kStageTiles: the BX x BK tiles one stage holds; kStageElems: its elements.
 #pragma once
 
 #include <cstdint>
@@ -29,41 +30,24 @@ __device__ __forceinline__ void store_tf32_parts(uint32_t* big, uint32_t* small,
   if constexpr (kSplit) *small = ptx::to_tf32(x - __uint_as_float(b));
 }
 
-// Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
-// stores its replacement. Chunks are read in batches of kBatch before any of the batch is
-// written: the compiler cannot tell the writes from the next chunk's read, and would otherwise
-// wait out each read. The batch bounds the registers it holds.
-template <int kCount, int kBatch, typename Read, typename Write>
-__device__ __forceinline__ void rewrite_in_batches(const Read& read, const Write& write) {
-  constexpr int kSize = kCount < kBatch ? kCount : kBatch;
-#pragma unroll
-  for (int i0 = 0; i0 < kCount; i0 += kSize) {
-    float4 v[kSize];
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) v[i] = read(i0 + i);
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) write(i0 + i, v[i]);
-  }
-}
-
 template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
-struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile> {
-  using Base = StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile>;
-  static constexpr bool kRoundsInPlace = true;
-  static constexpr int kStageTiles = kSplit ? 2 : 1;
+struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile, kSplit ? 2 : 1> {
+  using Base = StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile, kSplit ? 2 : 1>;
+  static constexpr bool kFinishesInPlace = true;
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
-  // touches them until the barrier. Batches of 8 keep the producer of 128 x 256 tiles from
-  // spilling.
+  // touches them until the barrier (kWindowed: shifted into place on the way). Batches of 8 keep
+  // the producer of 128 x 256 tiles from spilling.
   __device__ __forceinline__ void finish(float* stage) const {
     rewrite_in_batches<Base::kPerThread, 8>(
-        [&](int i) { return *reinterpret_cast<const float4*>(stage + this->chunk_offset(i)); },
-        [&](int i, const float4& v) {
+        [&](int i) { return this->chunk(stage, i); },
+        [&](int i, const uint4& copied) {
+          const uint4 v = Base::kWindowed ? this->shifted(stage, i, copied) : copied;
           uint4 big, small;
-          store_tf32_parts<kSplit>(&big.x, &small.x, v.x);
-          store_tf32_parts<kSplit>(&big.y, &small.y, v.y);
-          store_tf32_parts<kSplit>(&big.z, &small.z, v.z);
-          store_tf32_parts<kSplit>(&big.w, &small.w, v.w);
+          store_tf32_parts<kSplit>(&big.x, &small.x, __uint_as_float(v.x));
+          store_tf32_parts<kSplit>(&big.y, &small.y, __uint_as_float(v.y));
+          store_tf32_parts<kSplit>(&big.z, &small.z, __uint_as_float(v.z));
+          store_tf32_parts<kSplit>(&big.w, &small.w, __uint_as_float(v.w));
           *reinterpret_cast<uint4*>(stage + this->chunk_offset(i)) = big;
           if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + this->chunk_offset(i)) = small;
         });
@@ -130,8 +114,9 @@ struct Tf32TransposeMap {
 template <int BX, int BK, int kThreads, bool kVector, bool kSplit>
 struct Tf32TransposingLoader : Tf32TransposeMap<BX, BK, kThreads> {
   using Map = Tf32TransposeMap<BX, BK, kThreads>;
-  static constexpr bool kRegisterStaged = true, kRoundsInPlace = false;
+  static constexpr bool kRegisterStaged = true, kFinishesInPlace = false;
   static constexpr int kStageTiles = kSplit ? 2 : 1;
+  static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
 
   float staged[Map::kPerThread][Map::E];
 
@@ -160,8 +145,9 @@ struct Tf32TransposingLoader : Tf32TransposeMap<BX, BK, kThreads> {
 template <int BX, int BK, int kThreads, LoadMode kMode>
 struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   using Map = Tf32TransposeMap<BX, BK, kThreads>;
-  static constexpr bool kRegisterStaged = false, kRoundsInPlace = true;
+  static constexpr bool kRegisterStaged = false, kFinishesInPlace = true;
   static constexpr int kStageTiles = 2;  // the K-major tile, then the raw copies
+  static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
 
   int tid;
 
@@ -188,12 +174,12 @@ struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   // (batches of 4 keep this producer from spilling).
   __device__ __forceinline__ void finish(float* stage) const {
     rewrite_in_batches<Map::kPerThread, 4>(
-        [&](int i) { return *reinterpret_cast<const float4*>(stage + raw(i)); },
-        [&](int i, const float4& v) {
-          this->template store<false>(stage, i, 0, v.x);
-          this->template store<false>(stage, i, 1, v.y);
-          this->template store<false>(stage, i, 2, v.z);
-          this->template store<false>(stage, i, 3, v.w);
+        [&](int i) { return *reinterpret_cast<const uint4*>(stage + raw(i)); },
+        [&](int i, const uint4& v) {
+          this->template store<false>(stage, i, 0, __uint_as_float(v.x));
+          this->template store<false>(stage, i, 1, __uint_as_float(v.y));
+          this->template store<false>(stage, i, 2, __uint_as_float(v.z));
+          this->template store<false>(stage, i, 3, __uint_as_float(v.w));
         });
   }
 

@@ -4,7 +4,8 @@ Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, 
 the wgmma paths also with TILEDMM_NO_WGMMA=1, so their mma.sync kernels) x operand layouts x load
 width (element-wise at shapes that divide nothing, 16-byte at multiples of 8), batched with a
 broadcast (stride-0) operand too. Each result is checked against float64, so a variant that runs
-but computes garbage is caught here as well.
+but computes garbage is caught here as well. Arguments, if any, name the dtypes to run
+(e.g. `float16 bfloat16`); by default every path runs.
 """
 
 import itertools
@@ -41,10 +42,12 @@ def cases():
     return itertools.chain(default, mma_sync, wgmma_3xtf32)
 
 
-def main():
+def main(dtype_names):
     torch.manual_seed(0)
     runs = failures = unfit = 0
     for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases():
+        if dtype_names and str(dtype).removeprefix("torch.") not in dtype_names:
+            continue
         os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
@@ -68,4 +71,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
