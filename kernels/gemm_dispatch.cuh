@@ -179,11 +179,9 @@ struct WgmmaTileTable {  // fp16, bf16
   using T = typename Input::T;
   using Tiles = std::tuple<WgmmaTile<128, 256, 64, 4>, WgmmaTile<128, 128, 64, 4>,
                            WgmmaTile<128, 128, 64, 3, 2>, WgmmaTile<64, 128, 64, 4, 2>>;
-  // Register-staged loads (operands without 16-byte alignment) need 64 more registers per
-  // thread on 128 x 128: one block per SM (222 registers, no spills; 128 x 256 and two-block
-  // tiles spill).
-  using FallbackTiles = std::tuple<WgmmaTile<128, 128, 64, 4>, WgmmaTile<128, 128, 64, 4>,
-                                   WgmmaTile<128, 128, 64, 4>, WgmmaTile<64, 128, 64, 4, 2>>;
+  // Operands without 16-byte alignment are copied as aligned windows (LoadMode::kWindowed), which
+  // need shared memory for the side slots but no registers: the same tiles.
+  using FallbackTiles = Tiles;
   static constexpr const char* kName =
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
@@ -241,11 +239,10 @@ struct WgmmaFamily {
   using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
                                         typename Tile::template WithProducers<2>, Tile>;
 
-  // Without 16-byte alignment, float32 copies the aligned windows around its chunks (16-byte
-  // cp.async, shifted once landed) rather than each element: a quarter of the copies.
-  static constexpr LoadMode mode(bool vec) {
-    return vec ? LoadMode::kVector : sizeof(T) == 4 ? LoadMode::kWindowed : fallback_load_mode<T>();
-  }
+  // Without 16-byte alignment, the aligned windows around each chunk (16-byte cp.async, shifted
+  // into place once landed), where element copies took one instruction per element and 16-bit
+  // loads through registers exposed their latency at every K tile (bench/NOTES.md).
+  static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWindowed; }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
@@ -290,7 +287,9 @@ struct WgmmaFamily {
   }
   static const char* load_text(bool vec) {
     if constexpr (sizeof(T) == 2) {
-      return MmaFamily<HalfMath<T>>::load_text(vec);
+      return vec ? "16-byte cp.async"
+                 : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
+                   "memory (no 16-byte alignment)";
     } else {
       // 3xTF32's stages have no room for a raw tile: its MN-major B goes through registers.
       if constexpr (Input::kSplit)

@@ -58,23 +58,17 @@ struct Swizzle128Tile {
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
   kElement = 1,  // element-wise cp.async (4- and 8-byte types with any alignment)
-  kStaged = 2,   // 16-bit types with any alignment: each chunk read as the aligned 16-byte
-                 // vectors around it and shifted in registers (load_shifted_chunk), one 16-byte
-                 // shared store per chunk after the math of the current stage (cp.async has no
-                 // 2-byte form)
-  kWindowed = 3, // 4-byte types with any alignment (wgmma kernels): each chunk's aligned 16-byte
-                 // window copied by cp.async (the line's last thread also copies the window's
-                 // last chunk into a side slot), shifted into place once landed (finish)
+  kStaged = 2,   // 16-bit types with any alignment (mma.sync kernels): element loads into
+                 // registers, one 16-byte shared store per chunk after the math of the current
+                 // stage (cp.async has no 2-byte form)
+  kWindowed = 3, // any alignment (wgmma kernels): each chunk's aligned 16-byte window copied by
+                 // cp.async (the line's last thread also copies the window's last chunk into a
+                 // side slot), shifted into place once landed (finish)
 };
 
-// The 16 bytes at src, which need be aligned to its element only, of which the first `count`
-// elements (0 to 16 / sizeof(T)) are inside the matrix and the rest read as zero: two aligned
-// 16-byte loads and a shift, where element loads would take one instruction per element (eight
-// for 16-bit types). A vector holding none of the counted elements is not read, so no load
-// leaves the 16-byte blocks that the matrix's own elements occupy.
-// Bytes shift to shift + 15 of the 32 bytes lo:hi (shift: 0 to 15, a multiple of kGrain): 8- and
-// 4-byte steps by selects (a register array indexed at run time would go to local memory), then
-// 2 or 1 bytes by funnel shifts.
+// Bytes shift to shift + 15 of the 32 bytes lo:hi (shift: 0 to 15, a multiple of kGrain, the
+// element size): 8- and 4-byte steps by selects (a register array indexed at run time would go to
+// local memory), then 2 or 1 bytes by funnel shifts.
 template <int kGrain>
 __device__ __forceinline__ uint4 shift_down(const uint4& lo, const uint4& hi, int shift) {
   uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -87,27 +81,6 @@ __device__ __forceinline__ uint4 shift_down(const uint4& lo, const uint4& hi, in
     for (int j = 0; j < 4; ++j) w[j] = __funnelshift_r(w[j], w[j + 1], 8 * (shift & 3));
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-template <typename T, bool kChecked>
-__device__ __forceinline__ uint4 load_shifted_chunk(const T* src, int count) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(src);
-  const int shift = static_cast<int>(address % 16);  // bytes, a multiple of sizeof(T)
-  const uint4* block = reinterpret_cast<const uint4*>(address - shift);
-  const int bytes = count * static_cast<int>(sizeof(T));
-  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  const uint4 lo = !kChecked || bytes > 0 ? block[0] : zero;
-  const uint4 hi = shift != 0 && bytes > 16 - shift ? block[1] : zero;
-  uint4 chunk = shift_down<sizeof(T)>(lo, hi, shift);
-  if constexpr (kChecked) {  // bytes past the counted elements: zero
-    uint32_t* w = &chunk.x;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int keep = bytes - 4 * j;
-      w[j] &= keep >= 4 ? 0xffffffffu : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
-    }
-  }
-  return chunk;
 }
 
 // Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
@@ -127,7 +100,8 @@ __device__ __forceinline__ void rewrite_in_batches(const Read& read, const Write
   }
 }
 
-// How a kernel loads operands without 16-byte alignment.
+// How the mma.sync kernels load operands without 16-byte alignment (the wgmma kernels copy
+// windows: WgmmaFamily::mode).
 template <typename T>
 constexpr LoadMode fallback_load_mode() {
   return sizeof(T) == 2 ? LoadMode::kStaged : LoadMode::kElement;
@@ -152,8 +126,7 @@ struct StageLoader {
   static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
   static constexpr bool kWindowed = kMode == LoadMode::kWindowed;
-  static_assert(!kWindowed || (sizeof(T) == 4 && kChunksPerLine <= 32),
-                "windows: 4-byte elements, a line's threads within one warp (a shuffle)");
+  static_assert(!kWindowed || kChunksPerLine <= 32, "windows: a line's threads within one warp (a shuffle)");
   static constexpr int kStageTiles = kStageTiles_;
   static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
   // A stage's elements: its tiles and side slots, in whole 1024 bytes (the swizzle atom's
@@ -164,7 +137,10 @@ struct StageLoader {
   // kWindowed shifts them into place.
   static constexpr bool kFinishesInPlace = kWindowed;
 
-  uint4 staged[kMode == LoadMode::kStaged ? kPerThread : 1];  // kStaged: a chunk's 16 bytes
+  struct alignas(16) Chunk {
+    T v[E];
+  };
+  Chunk staged[kMode == LoadMode::kStaged ? kPerThread : 1];
   const T* base;  // the matrix: the source address of zero-filled (out-of-range) copies
   const T* ptr;   // this thread's first element of the next tile
   int64_t ld;
@@ -228,8 +204,8 @@ struct StageLoader {
             ptx::cp_async_16_partial(side_slot(stage, i), in_next > 0 ? window + E : base,
                                      in_next * static_cast<int>(sizeof(T)));
         } else {
-          const int count = !line_ok ? 0 : static_cast<int>(elem_left < E ? (elem_left > 0 ? elem_left : 0) : E);
-          staged[i] = load_shifted_chunk<T, decltype(checked)::value>(src, count);
+#pragma unroll
+          for (int v = 0; v < E; ++v) staged[i].v[v] = line_ok && (!checked || v < elem_left) ? src[v] : from_acc<T>(0.0f);
         }
       }
     };
@@ -278,7 +254,7 @@ struct StageLoader {
     if constexpr (kMode == LoadMode::kStaged) {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i)
-        *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = staged[i];
+        *reinterpret_cast<Chunk*>(stage + chunk_offset(i)) = staged[i];
     }
   }
 };

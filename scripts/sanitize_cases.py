@@ -19,7 +19,7 @@ import tiledmm  # noqa: F401
 # (dtype, precision code, tolerance): float32 exact, 3xTF32, TF32; float64; float16; bfloat16.
 PATHS = [(torch.float32, 0, 1e-5), (torch.float32, 1, 1e-5), (torch.float32, 2, 2e-3),
          (torch.float64, 0, 1e-12), (torch.float16, 0, 2e-3), (torch.bfloat16, 0, 1.6e-2)]
-SHAPES = [(2, 33, 7, 31), (2, 40, 24, 72), (3, 5, 130, 9), (1, 72, 264, 136)]
+SHAPES = [(2, 33, 7, 31), (2, 40, 24, 72), (3, 5, 130, 9), (1, 72, 264, 136), (1, 136, 197, 141)]
 
 
 def matrix(batch, rows, cols, transposed, dtype):

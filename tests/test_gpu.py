@@ -35,9 +35,10 @@ def test_poisoning_reaches_the_output():
     assert reused
 
 
-# Sizes that divide no tile (scalar loads) and multiples of 8 that divide no tile (16-byte loads),
-# the last with K over several K tiles of every kernel (the pipelines' steady state).
-VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (40, 24, 72), (136, 56, 200), (200, 456, 264)]
+# Sizes that divide no tile (no 16-byte loads) and multiples of 8 that divide no tile (16-byte
+# loads), the last of each with K over several K tiles of every kernel (the pipelines' steady
+# state, and unaligned operands covering whole tiles: the copies that skip bounds checks).
+VARIANT_SHAPES = [(33, 7, 31), (130, 45, 67), (300, 389, 271), (40, 24, 72), (136, 56, 200), (200, 456, 264)]
 
 
 # Every kernel family: float32 by precision, and the other dtypes.
@@ -199,7 +200,7 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     aligned = operands(4096, 4096, 4096, "tn", dtype, "cuda")
     assert "wgmma m64n256k16" in tiledmm.explain(*aligned)
     unaligned = operands(4097, 33, 7, "nn", dtype, "cuda")
-    assert "wgmma" in tiledmm.explain(*unaligned) and "staged through registers" in tiledmm.explain(*unaligned)
+    assert "wgmma" in tiledmm.explain(*unaligned) and "aligned 16-byte windows" in tiledmm.explain(*unaligned)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -213,6 +214,9 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     assert "wgmma m64n128k8" in text and "needs more shared memory" in text
     text = tiledmm.explain(*operands(4096, 4096, 4096, "nt", torch.float32, "cuda"), precision="tf32")
     assert "wgmma" in text and "C^T" not in text
+    for precision in ("tf32", "highest"):
+        text = tiledmm.explain(*operands(8205, 2949, 5921, "nn", torch.float32, "cuda"), precision=precision)
+        assert "wgmma" in text and "aligned 16-byte windows" in text
     for precision in ("highest", "3xtf32"):
         text = tiledmm.explain(*nn, precision=precision)
         assert "3xTF32 tensor cores (wgmma" in text and "computed as C^T = B^T A^T" in text
