@@ -239,10 +239,14 @@ struct WgmmaFamily {
   using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
                                         typename Tile::template WithProducers<2>, Tile>;
 
-  // Without 16-byte alignment, the aligned windows around each chunk (16-byte cp.async, shifted
-  // into place once landed), where element copies took one instruction per element and 16-bit
-  // loads through registers exposed their latency at every K tile (bench/NOTES.md).
-  static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWindowed; }
+  // Without 16-byte alignment, 16-bit operands copy the aligned windows around each chunk (16-byte
+  // cp.async, shifted into place once landed), where loads through registers exposed their
+  // latency at every K tile; float32 keeps element-wise cp.async: its producer warpgroup sets the
+  // pace, and the shift pass cost it more instructions than three more copies per chunk
+  // (irregular 'highest' 1.73x -> 1.12x torch, TF32 1.00x -> 0.71x on an H100; bench/NOTES.md).
+  static constexpr LoadMode mode(bool vec) {
+    return vec ? LoadMode::kVector : sizeof(T) == 2 ? LoadMode::kWindowed : LoadMode::kElement;
+  }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
@@ -295,14 +299,12 @@ struct WgmmaFamily {
       if constexpr (Input::kSplit)
         return vec ? "16-byte cp.async; A split into TF32 parts in registers, B split in shared memory "
                      "(an MN-major B split and transposed through registers)"
-                   : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
-                     "memory (no 16-byte alignment); A split into TF32 parts in registers, B split in shared "
-                     "memory (an MN-major B split and transposed through registers, element by element)";
+                   : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
+                     "B split in shared memory (an MN-major B split and transposed through registers)";
       return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
                    "MN-major B copied raw and transposed in shared memory)"
-                 : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
-                   "memory (no 16-byte alignment); A rounded to TF32 in registers, B rounded in shared memory "
-                   "(an MN-major B copied raw element by element and transposed in shared memory)";
+                 : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "
+                   "rounded in shared memory (an MN-major B copied raw and transposed in shared memory)";
     }
   }
 };

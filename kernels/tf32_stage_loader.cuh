@@ -42,7 +42,8 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
     rewrite_in_batches<Base::kPerThread, 8>(
         [&](int i) { return this->chunk(stage, i); },
         [&](int i, const uint4& copied) {
-          const uint4 v = Base::kWindowed ? this->shifted(stage, i, copied) : copied;
+          uint4 v = copied;
+          if constexpr (Base::kWindowed) v = this->shifted(stage, i, copied);
           uint4 big, small;
           store_tf32_parts<kSplit>(&big.x, &small.x, __uint_as_float(v.x));
           store_tf32_parts<kSplit>(&big.y, &small.y, __uint_as_float(v.y));

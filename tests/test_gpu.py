@@ -216,7 +216,7 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     assert "wgmma" in text and "C^T" not in text
     for precision in ("tf32", "highest"):
         text = tiledmm.explain(*operands(8205, 2949, 5921, "nn", torch.float32, "cuda"), precision=precision)
-        assert "wgmma" in text and "aligned 16-byte windows" in text
+        assert "wgmma" in text and "element-wise cp.async" in text
     for precision in ("highest", "3xtf32"):
         text = tiledmm.explain(*nn, precision=precision)
         assert "3xTF32 tensor cores (wgmma" in text and "computed as C^T = B^T A^T" in text
