@@ -205,7 +205,8 @@ struct StageLoader {
                                      in_next * static_cast<int>(sizeof(T)));
         } else {
 #pragma unroll
-          for (int v = 0; v < E; ++v) staged[i].v[v] = line_ok && (!checked || v < elem_left) ? src[v] : from_acc<T>(0.0f);
+          for (int v = 0; v < E; ++v)
+            staged[i].v[v] = line_ok && (!checked || v < elem_left) ? src[v] : from_acc<T>(0.0f);
         }
       }
     };
@@ -229,8 +230,8 @@ struct StageLoader {
     next.z = __shfl_down_sync(0xffffffffu, first.z, 1, kChunksPerLine);
     next.w = __shfl_down_sync(0xffffffffu, first.w, 1, kChunksPerLine);
     if (e == Tile::kLineElems - E) next = *reinterpret_cast<const uint4*>(side_slot(stage, i));
-    // Tiles advance by multiples of 16 bytes (BK elements along a line, or BK lines of a
-    // 4-byte type), so the next tile's pointer gives this tile's shift.
+    // Tiles advance by multiples of 16 bytes (BK elements along a line are 128 bytes; BK lines
+    // are 128 x ld bytes), so the pointer of a later tile gives this tile's shift.
     const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(ptr + i * (kLineStep * ld)) % 16);
     return shift_down<sizeof(T)>(first, next, shift);
   }
