@@ -4,8 +4,7 @@
 // the stage holds two tiles, big = tf32(x) and, kElems further, small = tf32(x - big).
 // Same interface as StageLoader.
 //   Tf32CopyLoader: K-major sources, copied by cp.async into the 128-byte-swizzled stage and
-//     rounded in place by the thread that copied them once they land (finish; kWindowed:
-//     shifted into place first).
+//     rounded in place by the thread that copied them once they land (finish).
 //   Tf32TransposingLoader: MN-major sources, through registers: fetch (global memory into
 //     registers), deposit (rounded and transposed into the K-major stage, after the current
 //     tile's wgmmas are issued).
@@ -34,16 +33,17 @@ template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
 struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile, kSplit ? 2 : 1> {
   using Base = StageLoader<float, BX, BK, kThreads, true, kMode, Swizzle128Tile, kSplit ? 2 : 1>;
   static constexpr bool kFinishesInPlace = true;
+  // Without 16-byte alignment float32 is copied element-wise (WgmmaFamily::mode): this pass
+  // rounds, it does not shift windows.
+  static_assert(!Base::kWindowed, "TF32 B tiles are not copied as windows");
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
-  // touches them until the barrier (kWindowed: shifted into place on the way). Batches of 8 keep
-  // the producer of 128 x 256 tiles from spilling.
+  // touches them until the barrier. Batches of 8 keep the producer of 128 x 256 tiles from
+  // spilling.
   __device__ __forceinline__ void finish(float* stage) const {
     rewrite_in_batches<Base::kPerThread, 8>(
         [&](int i) { return this->chunk(stage, i); },
-        [&](int i, const uint4& copied) {
-          uint4 v = copied;
-          if constexpr (Base::kWindowed) v = this->shifted(stage, i, copied);
+        [&](int i, const uint4& v) {
           uint4 big, small;
           store_tf32_parts<kSplit>(&big.x, &small.x, __uint_as_float(v.x));
           store_tf32_parts<kSplit>(&big.y, &small.y, __uint_as_float(v.y));
