@@ -190,7 +190,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory).
     constexpr int kInFlight = Input::kARegisters ? 0 : 1;
-    // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies last).
+    // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies or windows' side
+    // slots last).
     constexpr int kAStageElems = ALoader::kStageElems, kBStageElems = BLoader::kStageElems;
     constexpr int kBTileElems = BLoader::Tile::kElems;
     constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
@@ -340,8 +341,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       __syncthreads();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
-        // The producer: copies of tile t, then the finishing work (TF32 rounding in place) of tile
-        // t - kLag, whose copies have had kLag tiles' time to land.
+        // The producer: copies of tile t (register-staged loads: stored into the stage at the next
+        // iteration, after the wait for its next stage, so that they have that long to land), then
+        // the finishing work (TF32 rounding in place) of tile t - kLag, whose copies have had kLag
+        // tiles' time to land, and its publication.
         sync::set_registers<Tile::kProducerRegisters, false>();
         constexpr int kLag = kStages - 2;
         const int load_tid = tid - kMathThreads;
@@ -360,16 +363,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             wgmma::fence_shared_for_async_proxy();
             sync::mbarrier_arrive(full + s);
           };
+          static_assert(kLag >= 1, "register-staged tiles are stored an iteration after their loads");
+          auto deposit = [&](int64_t t) {
+            const int s = static_cast<int>((ring + t) % kStages);
+            a_loader.deposit(a_stages + s * kAStageElems);
+            b_loader.deposit(b_stages + s * kBStageElems);
+          };
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
             const int s = static_cast<int>(i % kStages);
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
-            T* const as = a_stages + s * kAStageElems;
-            T* const bs = b_stages + s * kBStageElems;
-            a_loader.fetch(as, args.m - w.m0, w.k_len - t * BK);
-            b_loader.fetch(bs, args.n - n0, w.k_len - t * BK);
-            a_loader.deposit(as);  // register-staged loads: stored as soon as they arrive
-            b_loader.deposit(bs);
+            if (t > 0) deposit(t - 1);
+            a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
+            b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - t * BK);
             ptx::cp_async_commit();
             if (t >= kLag) {
               ptx::cp_async_wait<kLag>();
@@ -377,6 +383,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             }
           }
           ptx::cp_async_wait<0>();
+          if (w.k_tiles > 0) deposit(w.k_tiles - 1);
           for (int64_t t = w.k_tiles > kLag ? w.k_tiles - kLag : 0; t < w.k_tiles; ++t) publish(t);
           ring += w.k_tiles;
         });

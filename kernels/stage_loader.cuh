@@ -66,21 +66,14 @@ enum class LoadMode : int {
                  // side slot), shifted into place once landed (finish)
 };
 
-// Bytes shift to shift + 15 of the 32 bytes lo:hi (shift: 0 to 15, a multiple of kGrain, the
-// element size): 8- and 4-byte steps by selects (a register array indexed at run time would go to
-// local memory), then 2 or 1 bytes by funnel shifts.
-template <int kGrain>
-__device__ __forceinline__ uint4 shift_down(const uint4& lo, const uint4& hi, int shift) {
-  uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-  for (int j = 0; j < 6; ++j) w[j] = shift & 8 ? w[j + 2] : w[j];
-#pragma unroll
-  for (int j = 0; j < 5; ++j) w[j] = shift & 4 ? w[j + 1] : w[j];
-  if constexpr (kGrain < 4) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) w[j] = __funnelshift_r(w[j], w[j + 1], 8 * (shift & 3));
+// Calls f(std::integral_constant<int, v>) for a run-time v in [I, N): one branch per value,
+// taken by a whole warp where v is the same across it.
+template <int N, int I = 0, typename F>
+__device__ __forceinline__ void with_constant(int v, const F& f) {
+  if constexpr (I < N) {
+    if (v == I) f(std::integral_constant<int, I>{});
+    else with_constant<N, I + 1>(v, f);
   }
-  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
@@ -108,9 +101,9 @@ constexpr LoadMode fallback_load_mode() {
 }
 
 // Loads one operand's tiles into stages. kAlongK: the operand's unit-stride dimension is k.
-// A thread owns kPerThread chunks of a tile: one chunk column, lines kLineStep apart, so it keeps
-// one running pointer and fixed line offsets. Layout: the stage's tile layout (SwizzledTile for
-// mma.sync fragments, Swizzle128Tile for wgmma).
+// A thread owns kPerThread chunks of a tile: one chunk column, in lines first_line + line_offset(i)
+// at fixed offsets, so it keeps one running pointer. Layout: the stage's tile layout (SwizzledTile
+// for mma.sync fragments, Swizzle128Tile for wgmma).
 // kStageTiles: the BX x BK tiles a stage holds (loaders that derive from this one write more
 // than the copies); kWindowed's side slots, one chunk per line, follow them.
 template <typename T, int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode,
@@ -127,6 +120,29 @@ struct StageLoader {
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
   static constexpr bool kWindowed = kMode == LoadMode::kWindowed;
   static_assert(!kWindowed || kChunksPerLine <= 32, "windows: a line's threads within one warp (a shuffle)");
+
+  // Which lines a thread copies. Normally a warp's lines are adjacent, and a thread's kLineStep
+  // apart. kWindowed: the lines of a warp are congruent mod 8, so that they share one
+  // misalignment (8 lines are 8 ld elements apart, a multiple of 16 bytes) and the shift pass
+  // branches on it without diverging. Warp w's slot i (of kPerThread) takes the kWarpLines lines
+  // of residue g % 8 in block g / 8, g = w + kWarps i: with 8 warps or a multiple that is one
+  // residue per warp; with fewer, a thread's chunks fall in kShiftClasses residues, chunk i in
+  // class i % kShiftClasses.
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kWarpLines = kWindowed ? 32 / kChunksPerLine : 1;
+  static constexpr int kShiftClasses = kWindowed && kWarps % 8 != 0 ? 8 / kWarps : 1;
+  static_assert(!kWindowed || kWarps % 8 == 0 || (8 % kWarps == 0 && kPerThread % kShiftClasses == 0),
+                "windows: every warp's lines in whole residues mod 8");
+  __device__ __forceinline__ static int first_line(int tid) {
+    if constexpr (!kWindowed) return tid / kChunksPerLine;
+    const int warp = tid / 32, q = tid % 32 / kChunksPerLine;
+    return warp % 8 + 8 * (kWarpLines * (warp / 8) + q);
+  }
+  __host__ __device__ __forceinline__ static constexpr int line_offset(int i) {
+    if constexpr (kShiftClasses > 1) return kWarps * (i % kShiftClasses) + 8 * kWarpLines * (i / kShiftClasses);
+    else return i * kLineStep;
+  }
+
   static constexpr int kStageTiles = kStageTiles_;
   static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
   // A stage's elements: its tiles and side slots, in whole 1024 bytes (the swizzle atom's
@@ -142,111 +158,151 @@ struct StageLoader {
   };
   Chunk staged[kMode == LoadMode::kStaged ? kPerThread : 1];
   const T* base;  // the matrix: the source address of zero-filled (out-of-range) copies
-  const T* ptr;   // this thread's first element of the next tile
+  const T* ptr;   // this thread's first element of the next tile (kWindowed: its first window)
   int64_t ld;
   int line, e;    // this thread's first line and its chunk's first element within a line
+  // kWindowed: the misalignment (in elements) of each class's lines; the same in every tile,
+  // which advances by multiples of 16 bytes (BK elements along a line are 128 bytes; BK lines
+  // are 128 x ld bytes).
+  int shift[kShiftClasses];
 
   // The operand's matrix at base with leading dimension ld; its first tile at (x0, k0).
   __device__ __forceinline__ void start(const T* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
     base = base_;
     ld = ld_;
-    line = tid / kChunksPerLine;
+    line = first_line(tid);
     e = (tid % kChunksPerLine) * E;
     ptr = kAlongK ? base + (x0 + line) * ld + k0 + e : base + (k0 + line) * ld + x0 + e;
+    if constexpr (kWindowed) {
+      const int first = static_cast<int>(reinterpret_cast<uintptr_t>(ptr) % 16) / static_cast<int>(sizeof(T));
+#pragma unroll
+      for (int c = 0; c < kShiftClasses; ++c) shift[c] = (first + line_offset(c) * static_cast<int>(ld % E)) % E;
+      ptr -= shift[0];  // the aligned 16 bytes at or below the chunk (of class 0's lines)
+    }
   }
 
   // Where chunk i of this thread goes in a stage. Both layouts permute chunks by line % 8 only,
-  // so where kLineStep is a multiple of 8 a thread's chunks are one fixed stride apart (and the
-  // compiler need not redo the swizzle for each).
+  // so lines a multiple of 8 apart are one fixed stride apart (and the compiler need not redo the
+  // swizzle for each): chunk i is at such a distance from chunk i % kShiftClasses where
+  // kShiftClasses > 1 or kLineStep is a multiple of 8.
   __device__ __forceinline__ int chunk_offset(int i) const {
-    if constexpr (kLineStep % 8 == 0) return Tile::offset(line, e) + i * Tile::offset(kLineStep, 0);
-    else return Tile::offset(line + i * kLineStep, e);
+    if constexpr (kShiftClasses > 1 || kLineStep % 8 == 0) {
+      const int c = i % kShiftClasses;
+      return Tile::offset(line + line_offset(c), e) + Tile::offset(line_offset(i) - line_offset(c), 0);
+    } else {
+      return Tile::offset(line + line_offset(i), e);
+    }
   }
 
-  // Starts loading the next tile (into `stage`, or into registers for kStaged). x_left, k_left:
-  // the matrix extent left from the tile's origin; zeros are loaded beyond it.
-  __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
+  // Calls copy(i, src, ok, inside) for each chunk of the next tile, then moves on a tile. ok(v):
+  // element v of the chunk (any v, also outside [0, E)) is inside the matrix; inside(first): how
+  // many of elements [first, first + E) are (they are in a row from `first`). x_left, k_left: the
+  // matrix extent left from the tile's origin. A tile wholly inside the matrix (most) goes
+  // without bounds tests.
+  template <typename Copy>
+  __device__ __forceinline__ void for_each_chunk(int64_t x_left, int64_t k_left, const Copy& copy) {
     const int64_t line_left = kAlongK ? x_left : k_left;
     const int64_t extent_left = kAlongK ? k_left : x_left, elem_left = extent_left - e;
-    // checked: bounds tests per chunk; a tile wholly inside the matrix (most) goes without.
-    auto copy = [&](auto checked) {
+    auto chunks = [&](auto checked) {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
-        const int l = line + i * kLineStep;
-        const bool line_ok = !checked || l < line_left;
-        const T* src = ptr + i * (kLineStep * ld);
-        T* dst = stage + chunk_offset(i);
-        if constexpr (kMode == LoadMode::kVector) {
-          // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
-          const bool ok = line_ok && (!checked || elem_left > 0);
-          ptx::cp_async<16>(dst, ok ? src : base, ok);
-        } else if constexpr (kMode == LoadMode::kElement) {
-#pragma unroll
-          for (int v = 0; v < E; ++v) {
-            const bool ok = line_ok && (!checked || v < elem_left);
-            ptx::cp_async<sizeof(T)>(dst + v, ok ? src + v : base, ok);
-          }
-        } else if constexpr (kMode == LoadMode::kWindowed) {
-          // The window: the aligned 16 bytes at or below src, and for the line's last thread the
-          // next 16, whose elements [-shift, E - shift) and [E - shift, 2 E - shift) from src are
-          // copied where inside the matrix (always reading within 16-byte blocks that hold some
-          // of its elements) and zero-filled past it.
-          const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(src) % 16) / static_cast<int>(sizeof(T));
-          const T* window = src - shift;
-          auto inside = [&](int64_t first) {  // elements of a window chunk at `first` inside the matrix
-            if (!checked) return E;
-            const int64_t left = line_ok ? elem_left - first : 0;
-            return static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
-          };
-          const int in_first = inside(-shift), in_next = shift == 0 ? 0 : inside(E - shift);
-          ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
-          if (e == Tile::kLineElems - E)
-            ptx::cp_async_16_partial(side_slot(stage, i), in_next > 0 ? window + E : base,
-                                     in_next * static_cast<int>(sizeof(T)));
-        } else {
-#pragma unroll
-          for (int v = 0; v < E; ++v)
-            staged[i].v[v] = line_ok && (!checked || v < elem_left) ? src[v] : from_acc<T>(0.0f);
-        }
+        const bool line_ok = !checked || line + line_offset(i) < line_left;
+        auto ok = [&](int v) { return !checked || (line_ok && v < elem_left); };
+        auto inside = [&](int first) {
+          if (!checked) return E;
+          const int64_t left = line_ok ? elem_left - first : 0;
+          return static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
+        };
+        copy(i, ptr + line_offset(i) * ld, ok, inside);
       }
     };
-    if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) copy(std::false_type{});
-    else copy(std::true_type{});
+    if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) chunks(std::false_type{});
+    else chunks(std::true_type{});
     ptr += kAlongK ? BK : BK * ld;
   }
 
-  // kWindowed: the side slot of chunk i's line.
-  __device__ __forceinline__ T* side_slot(T* stage, int i) const {
-    return stage + kStageTiles * Tile::kElems + (line + i * kLineStep) * E;
+  // Starts loading the next tile (into `stage`, or into registers for kStaged); zeros beyond the
+  // matrix.
+  __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
+    for_each_chunk(x_left, k_left, [&](int i, const T* src, const auto& ok, const auto& inside) {
+      T* dst = stage + chunk_offset(i);
+      if constexpr (kMode == LoadMode::kVector) {
+        // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
+        ptx::cp_async<16>(dst, ok(0) ? src : base, ok(0));
+      } else if constexpr (kMode == LoadMode::kElement) {
+#pragma unroll
+        for (int v = 0; v < E; ++v) ptx::cp_async<sizeof(T)>(dst + v, ok(v) ? src + v : base, ok(v));
+      } else if constexpr (kMode == LoadMode::kWindowed) {
+        // The window: the aligned 16 bytes at or below the chunk (src: that of class 0's lines),
+        // and for the line's last thread, where the line is misaligned, the next 16. Its elements
+        // [-s, E - s) and [E - s, 2 E - s) from the chunk are copied where inside the matrix
+        // (always reading within 16-byte blocks that hold some of its elements) and zero-filled
+        // past it.
+        const int s = shift[i % kShiftClasses];
+        const T* window = kShiftClasses == 1 ? src : src + (shift[0] - s);
+        const int in_first = inside(-s);
+        ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
+        if (s != 0 && e == Tile::kLineElems - E) {
+          const int in_next = inside(E - s);
+          ptx::cp_async_16_partial(stage + side_offset(i), in_next > 0 ? window + E : base,
+                                   in_next * static_cast<int>(sizeof(T)));
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < E; ++v) staged[i].v[v] = ok(v) ? src[v] : from_acc<T>(0.0f);
+      }
+    });
   }
 
-  // kWindowed: chunk i of this thread's tile, from its window chunk `first` (this thread's
-  // copy), the next one (the next thread's copy, by a shuffle; the line's last thread has it in
-  // its side slot) and the line's shift. Every thread of the warp must call it (the shuffle).
-  __device__ __forceinline__ uint4 shifted(T* stage, int i, const uint4& first) const {
-    uint4 next;
-    next.x = __shfl_down_sync(0xffffffffu, first.x, 1, kChunksPerLine);
-    next.y = __shfl_down_sync(0xffffffffu, first.y, 1, kChunksPerLine);
-    next.z = __shfl_down_sync(0xffffffffu, first.z, 1, kChunksPerLine);
-    next.w = __shfl_down_sync(0xffffffffu, first.w, 1, kChunksPerLine);
-    if (e == Tile::kLineElems - E) next = *reinterpret_cast<const uint4*>(side_slot(stage, i));
-    // Tiles advance by multiples of 16 bytes (BK elements along a line are 128 bytes; BK lines
-    // are 128 x ld bytes), so the pointer of a later tile gives this tile's shift.
-    const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(ptr + i * (kLineStep * ld)) % 16);
-    return shift_down<sizeof(T)>(first, next, shift);
+  // kWindowed: the side slot of chunk i's line.
+  __device__ __forceinline__ int side_offset(int i) const {
+    return kStageTiles * Tile::kElems + (line + line_offset(i)) * E;
+  }
+
+  // kWindowed: chunk i of this thread's tile, from its window chunk `first` (this thread's copy)
+  // and the next one (the next thread's copy, by shuffles of the words it needs; the line's last
+  // thread has it in its side slot): the window shifted down by kShift elements, by word moves
+  // and at most four funnel shifts. The whole warp calls it with the same kShift.
+  template <int kShift>
+  __device__ __forceinline__ uint4 shifted(const T* stage, int i, const uint4& first) const {
+    constexpr int kBytes = kShift * static_cast<int>(sizeof(T)), kWords = kBytes / 4, kRem = kBytes % 4;
+    constexpr int kNextWords = kWords + (kRem != 0 ? 1 : 0);
+    uint32_t w[8] = {first.x, first.y, first.z, first.w, 0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int j = 0; j < kNextWords; ++j) w[4 + j] = __shfl_down_sync(0xffffffffu, w[j], 1, kChunksPerLine);
+    if (e == Tile::kLineElems - E) {
+      const uint4 side = *reinterpret_cast<const uint4*>(stage + side_offset(i));
+      w[4] = side.x, w[5] = side.y, w[6] = side.z, w[7] = side.w;
+    }
+    uint32_t r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      r[j] = kRem == 0 ? w[j + kWords] : __funnelshift_r(w[j + kWords], w[j + kWords + 1], 8 * kRem);
+    return make_uint4(r[0], r[1], r[2], r[3]);
   }
 
   __device__ __forceinline__ uint4 chunk(const T* stage, int i) const {
     return *reinterpret_cast<const uint4*>(stage + chunk_offset(i));
   }
 
-  // Once this thread's copies of the tile in `stage` have landed (kWindowed): shifted in place.
+  // Once this thread's copies of the tile in `stage` have landed (kWindowed): shifted in place,
+  // each class of chunks on the branch of its shift (aligned lines need nothing).
   __device__ __forceinline__ void finish(T* stage) const {
     if constexpr (kWindowed) {
-      rewrite_in_batches<kPerThread, 8>([&](int i) { return chunk(stage, i); },
-                                        [&](int i, const uint4& v) {
-                                          *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = shifted(stage, i, v);
-                                        });
+#pragma unroll
+      for (int c = 0; c < kShiftClasses; ++c) {
+        with_constant<E>(shift[c], [&](auto s) {
+          constexpr int kShift = decltype(s)::value;
+          if constexpr (kShift != 0) {
+            rewrite_in_batches<kPerThread / kShiftClasses, 8>(
+                [&](int j) { return chunk(stage, c + j * kShiftClasses); },
+                [&](int j, const uint4& v) {
+                  const int i = c + j * kShiftClasses;
+                  *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = shifted<kShift>(stage, i, v);
+                });
+          }
+        });
+      }
     }
   }
 
