@@ -60,40 +60,20 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
           }
         }
     sync::warps<kThreads>();
-    // Each line is written in the 16-byte blocks of global memory it covers: kLineVecs + 1 slots,
-    // slot q starting delta elements before the q-th chunk of the tile, where delta is how far
-    // into its 16-byte block the line's first output falls. Whole blocks take one 16-byte store
-    // (read element by element from the staged tile where delta > 0); the partial ones at either
-    // end, whose other elements belong to a neighbouring tile or lie past the output, are
-    // written element by element.
     constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kLineVecs = kLineLen / kVec;
-    constexpr int kSlots = kLineVecs + 1;
     const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
     const int64_t e0 = kColumnMajor ? m0 : n0;
-    const int in_line = static_cast<int>(line_len - e0 < kLineLen ? line_len - e0 : kLineLen);
-    for (int v = tid; v < kLines * kSlots; v += kThreads) {
-      const int l = v / kSlots, q = v % kSlots;
+    const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+    for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
+      const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
       const int64_t line = line0 + l;
-      if (line >= lines) continue;
-      Out* const dst = c + line * line_len + e0;  // the tile's first output of this line
-      const int delta = static_cast<int>(reinterpret_cast<uintptr_t>(dst) % 16) / static_cast<int>(sizeof(Out));
-      const int x0 = q * kVec - delta;  // the slot's first element, relative to dst
-      const int lo = x0 > 0 ? x0 : 0, hi = x0 + kVec < in_line ? x0 + kVec : in_line;
-      if (lo >= hi) continue;
-      const Out* src = tile + l * kOutLd;
-      if (lo == x0 && hi == x0 + kVec) {
-        if (delta == 0) {
-          *reinterpret_cast<uint4*>(dst + x0) = *reinterpret_cast<const uint4*>(src + x0);
-        } else {
-          struct alignas(16) Chunk {
-            Out v[kVec];
-          } chunk;
-#pragma unroll
-          for (int x = 0; x < kVec; ++x) chunk.v[x] = src[x0 + x];
-          *reinterpret_cast<Chunk*>(dst + x0) = chunk;
-        }
+      if (line >= lines || e0 + e >= line_len) continue;
+      const Out* src = tile + l * kOutLd + e;
+      Out* dst = c + line * line_len + e0 + e;
+      if (vec) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
       } else {
-        for (int x = lo; x < hi; ++x) dst[x] = src[x];
+        for (int x = 0; x < kVec && e0 + e + x < line_len; ++x) dst[x] = src[x];
       }
     }
   } else {
