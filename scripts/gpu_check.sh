@@ -24,8 +24,14 @@ tests_rc=${PIPESTATUS[0]}
 sanitizer_rc=0
 : > "$logs/sanitizer-summary.txt"
 for tool in memcheck racecheck initcheck synccheck; do
+    # initcheck counts a partial cp.async (src-size < 16) as a 16-byte read, so it reports the
+    # windowed 16-bit loads at a matrix's end wherever the rest of that 16-byte block was never
+    # written (scripts/cp_async_partial_initcheck.cu shows it on a 4-byte copy): the 32- and
+    # 64-bit paths only.
+    paths=""
+    [ "$tool" = initcheck ] && paths="float32 float64"
     compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-        python3 scripts/sanitize_cases.py > "$logs/sanitizer-$tool.log" 2>&1
+        python3 scripts/sanitize_cases.py $paths > "$logs/sanitizer-$tool.log" 2>&1
     rc=$?
     [ "$rc" -eq 0 ] || sanitizer_rc=1
     echo "compute-sanitizer $tool: exit $rc | $(grep -E 'sanitize_cases:|SUMMARY' "$logs/sanitizer-$tool.log" | tr '\n' ' ')" \
