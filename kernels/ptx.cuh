@@ -10,16 +10,16 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Copies kBytes (4, 8 or 16) from global to shared memory without passing through registers;
-// when !valid, writes zeros and reads nothing (src-size 0), so out-of-range tiles need no branch
-// around the copy. 16-byte copies bypass L1 (.cg): each is used once per block.
-// 16 bytes into shared memory of which only the first src_bytes (0 to 16) are read; the rest are
-// zeros.
+// 16 bytes into shared memory of which only the first src_bytes (0 to 16) are read from global
+// memory; the rest are zeros. Bypasses L1 (.cg): each copy is used once per block.
 __device__ __forceinline__ void cp_async_16_partial(void* smem, const void* global, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)), "l"(global),
                "r"(src_bytes));
 }
 
+// Copies kBytes (4, 8 or 16) from global to shared memory without passing through registers;
+// when !valid, writes zeros and reads nothing (src-size 0), so out-of-range tiles need no branch
+// around the copy.
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void* smem, const void* global, bool valid) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");

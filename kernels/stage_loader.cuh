@@ -194,64 +194,56 @@ struct StageLoader {
     }
   }
 
-  // Calls copy(i, src, ok, inside) for each chunk of the next tile, then moves on a tile. ok(v):
-  // element v of the chunk (any v, also outside [0, E)) is inside the matrix; inside(first): how
-  // many of elements [first, first + E) are (they are in a row from `first`). x_left, k_left: the
-  // matrix extent left from the tile's origin. A tile wholly inside the matrix (most) goes
-  // without bounds tests.
-  template <typename Copy>
-  __device__ __forceinline__ void for_each_chunk(int64_t x_left, int64_t k_left, const Copy& copy) {
+  // Starts loading the next tile (into `stage`, or into registers for kStaged). x_left, k_left:
+  // the matrix extent left from the tile's origin; zeros are loaded beyond it.
+  __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
     const int64_t line_left = kAlongK ? x_left : k_left;
     const int64_t extent_left = kAlongK ? k_left : x_left, elem_left = extent_left - e;
-    auto chunks = [&](auto checked) {
+    // checked: bounds tests per chunk; a tile wholly inside the matrix (most) goes without.
+    auto copy = [&](auto checked) {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const bool line_ok = !checked || line + line_offset(i) < line_left;
+        // Element v of the chunk (any v, also outside [0, E)) is inside the matrix.
         auto ok = [&](int v) { return !checked || (line_ok && v < elem_left); };
-        auto inside = [&](int first) {
-          if (!checked) return E;
-          const int64_t left = line_ok ? elem_left - first : 0;
-          return static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
-        };
-        copy(i, ptr + line_offset(i) * ld, ok, inside);
+        const T* src = ptr + line_offset(i) * ld;
+        T* dst = stage + chunk_offset(i);
+        if constexpr (kMode == LoadMode::kVector) {
+          // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
+          ptx::cp_async<16>(dst, ok(0) ? src : base, ok(0));
+        } else if constexpr (kMode == LoadMode::kElement) {
+#pragma unroll
+          for (int v = 0; v < E; ++v) ptx::cp_async<sizeof(T)>(dst + v, ok(v) ? src + v : base, ok(v));
+        } else if constexpr (kMode == LoadMode::kWindowed) {
+          // The window: the aligned 16 bytes at or below the chunk (src: that of class 0's lines),
+          // and for the line's last thread, where the line is misaligned, the next 16. Its elements
+          // [-s, E - s) and [E - s, 2 E - s) from the chunk are copied where inside the matrix
+          // (always reading within 16-byte blocks that hold some of its elements) and zero-filled
+          // past it. inside(first): how many of elements [first, first + E) are inside (they are
+          // in a row from `first`).
+          auto inside = [&](int first) {
+            if (!checked) return E;
+            const int64_t left = line_ok ? elem_left - first : 0;
+            return static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
+          };
+          const int s = shift[i % kShiftClasses];
+          const T* window = kShiftClasses == 1 ? src : src + (shift[0] - s);
+          const int in_first = inside(-s);
+          ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
+          if (s != 0 && e == Tile::kLineElems - E) {
+            const int in_next = inside(E - s);
+            ptx::cp_async_16_partial(stage + side_offset(i), in_next > 0 ? window + E : base,
+                                     in_next * static_cast<int>(sizeof(T)));
+          }
+        } else {
+#pragma unroll
+          for (int v = 0; v < E; ++v) staged[i].v[v] = ok(v) ? src[v] : from_acc<T>(0.0f);
+        }
       }
     };
-    if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) chunks(std::false_type{});
-    else chunks(std::true_type{});
+    if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) copy(std::false_type{});
+    else copy(std::true_type{});
     ptr += kAlongK ? BK : BK * ld;
-  }
-
-  // Starts loading the next tile (into `stage`, or into registers for kStaged); zeros beyond the
-  // matrix.
-  __device__ __forceinline__ void fetch(T* stage, int64_t x_left, int64_t k_left) {
-    for_each_chunk(x_left, k_left, [&](int i, const T* src, const auto& ok, const auto& inside) {
-      T* dst = stage + chunk_offset(i);
-      if constexpr (kMode == LoadMode::kVector) {
-        // Vector loads need the unit-stride extent to be a multiple of E: a chunk is all in or out.
-        ptx::cp_async<16>(dst, ok(0) ? src : base, ok(0));
-      } else if constexpr (kMode == LoadMode::kElement) {
-#pragma unroll
-        for (int v = 0; v < E; ++v) ptx::cp_async<sizeof(T)>(dst + v, ok(v) ? src + v : base, ok(v));
-      } else if constexpr (kMode == LoadMode::kWindowed) {
-        // The window: the aligned 16 bytes at or below the chunk (src: that of class 0's lines),
-        // and for the line's last thread, where the line is misaligned, the next 16. Its elements
-        // [-s, E - s) and [E - s, 2 E - s) from the chunk are copied where inside the matrix
-        // (always reading within 16-byte blocks that hold some of its elements) and zero-filled
-        // past it.
-        const int s = shift[i % kShiftClasses];
-        const T* window = kShiftClasses == 1 ? src : src + (shift[0] - s);
-        const int in_first = inside(-s);
-        ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
-        if (s != 0 && e == Tile::kLineElems - E) {
-          const int in_next = inside(E - s);
-          ptx::cp_async_16_partial(stage + side_offset(i), in_next > 0 ? window + E : base,
-                                   in_next * static_cast<int>(sizeof(T)));
-        }
-      } else {
-#pragma unroll
-        for (int v = 0; v < E; ++v) staged[i].v[v] = ok(v) ? src[v] : from_acc<T>(0.0f);
-      }
-    });
   }
 
   // kWindowed: the side slot of chunk i's line.
