@@ -243,9 +243,10 @@ struct WgmmaFamily {
   // cp.async, shifted into place once landed), where loads through registers exposed their
   // latency at every K tile; float32 keeps element-wise cp.async: its producer warpgroup sets the
   // pace, and the shift pass cost it more instructions than three more copies per chunk
-  // (irregular 'highest' 1.73x -> 1.12x torch, TF32 1.00x -> 0.71x on an H100; bench/NOTES.md).
+  // (irregular 'highest' 1.73x -> 1.12x torch, TF32 1.00x -> 0.71x on an H100; bench/NOTES.md),
+  // each instruction a warp's run of consecutive elements (kWarpElement: no bank conflicts).
   static constexpr LoadMode mode(bool vec) {
-    return vec ? LoadMode::kVector : sizeof(T) == 2 ? LoadMode::kWindowed : LoadMode::kElement;
+    return vec ? LoadMode::kVector : sizeof(T) == 2 ? LoadMode::kWindowed : LoadMode::kWarpElement;
   }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>

@@ -64,6 +64,8 @@ enum class LoadMode : int {
   kWindowed = 3, // any alignment (wgmma kernels): each chunk's aligned 16-byte window copied by
                  // cp.async (the line's last thread also copies the window's last chunk into a
                  // side slot), shifted into place once landed (finish)
+  kWarpElement = 4,  // element-wise cp.async by a warp's runs of consecutive elements (float32 on
+                     // wgmma; StageLoader::kWarpCopies)
 };
 
 // Calls f(std::integral_constant<int, v>) for a run-time v in [I, N): one branch per value,
@@ -116,24 +118,74 @@ struct StageLoader {
   static constexpr int kPerThread = Tile::kLines / kLineStep;
   static_assert(kThreads % kChunksPerLine == 0 && Tile::kLines % kLineStep == 0,
                 "the block's threads must cover the tile in whole lines");
-  static_assert(kMode != LoadMode::kElement || sizeof(T) >= 4, "cp.async copies 4 bytes or more");
+  static_assert((kMode != LoadMode::kElement && kMode != LoadMode::kWarpElement) || sizeof(T) >= 4,
+                "cp.async copies 4 bytes or more");
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
   static constexpr bool kWindowed = kMode == LoadMode::kWindowed;
   static_assert(!kWindowed || kChunksPerLine <= 32, "windows: a line's threads within one warp (a shuffle)");
 
-  // Which lines a thread copies. Normally a warp's lines are adjacent, and a thread's kLineStep
-  // apart. kWindowed: the lines of a warp are congruent mod 8, so that they share one
-  // misalignment (8 lines are 8 ld elements apart, a multiple of 16 bytes) and the shift pass
-  // branches on it without diverging. Warp w's slot i (of kPerThread) takes the kWarpLines lines
+  static constexpr int kWarps = kThreads / 32;
+
+  // kWarpElement: a warp copies the chunks its threads own (in each slot i) by E cp.async instructions,
+  // each of kSegLanes consecutive elements in each of its lines: the thread's element of
+  // instruction v is at (line, copy_e + kSegLanes v). Each instruction then reads whole sectors
+  // and writes whole 16-byte chunks; with a warp's lines kCopyLineStride apart, the swizzle puts
+  // them in distinct banks (copies_conflict_free). A thread copying the E elements of its own
+  // chunk (kElement) wrote words 16 bytes apart across a warp: four-way bank conflicts, which held
+  // the shared-memory pipe at 88% on irregular float32 (bench/NOTES.md). So a thread's chunks land
+  // by its warp's copies: work on them in place (finish) first needs __syncwarp. (The mma.sync
+  // kernels keep kElement: there every thread also computes, and the per-element offsets cost
+  // them registers and spills.)
+  static constexpr bool kWarpCopies = kMode == LoadMode::kWarpElement;
+  static constexpr int kSegLanes = kChunksPerLine < 32 ? kChunksPerLine : 32;  // a warp's lanes per line
+  static constexpr int kCopyWarpLines = 32 / kSegLanes;
+
+  // The first line of warp w's lines: stride-s groups of kCopyWarpLines lines, s warps interleaved.
+  __host__ __device__ __forceinline__ static constexpr int copy_first_line(int w, int s) {
+    return kCopyWarpLines == 1 ? 32 * w / kChunksPerLine : w / s * kCopyWarpLines * s + w % s;
+  }
+  // Whether every copy instruction of every warp, at line stride s, writes each bank at most
+  // sizeof(T) / 4 times (the fewest wavefronts: one per 128 bytes).
+  static constexpr bool copies_conflict_free(int s) {
+    if (kWarps % s != 0) return false;
+    for (int w = 0; w < kWarps; ++w)
+      for (int i = 0; i < kPerThread; ++i)
+        for (int v = 0; v < E; ++v) {
+          int words[32] = {};
+          for (int lane = 0; lane < 32; ++lane) {
+            const int l = copy_first_line(w, s) + s * (lane / kSegLanes) + i * kLineStep;
+            const int elem = 32 * w % kChunksPerLine * E + lane % kSegLanes + kSegLanes * v;
+            const int word = Tile::offset(l, elem) * static_cast<int>(sizeof(T)) / 4;
+            for (int k = 0; k < static_cast<int>(sizeof(T)) / 4; ++k) ++words[(word + k) % 32];
+          }
+          for (int b = 0; b < 32; ++b)
+            if (words[b] > static_cast<int>(sizeof(T)) / 4) return false;
+        }
+    return true;
+  }
+  static constexpr int kCopyLineStride =
+      !kWarpCopies || kCopyWarpLines == 1 || copies_conflict_free(1) ? 1
+      : copies_conflict_free(2)                                       ? 2
+      : copies_conflict_free(4)                                       ? 4
+                                                                      : 0;
+  static_assert(!kWarpCopies || 32 % kChunksPerLine == 0 || kChunksPerLine % 32 == 0,
+                "element copies: a warp's chunks in whole lines or within one");
+  static_assert(kCopyLineStride > 0, "element copies: no line stride without bank conflicts");
+
+  // Which lines a thread copies. Normally a warp's lines are adjacent (kWarpElement: kCopyLineStride
+  // apart), and a thread's kLineStep apart. kWindowed: the lines of a warp are congruent mod 8, so
+  // that they share one misalignment (8 lines are 8 ld elements apart, a multiple of 16 bytes) and
+  // the shift pass branches on it without diverging. Warp w's slot i (of kPerThread) takes the kWarpLines lines
   // of residue g % 8 in block g / 8, g = w + kWarps i: with 8 warps or a multiple that is one
   // residue per warp; with fewer, a thread's chunks fall in kShiftClasses residues, chunk i in
   // class i % kShiftClasses.
-  static constexpr int kWarps = kThreads / 32;
   static constexpr int kWarpLines = kWindowed ? 32 / kChunksPerLine : 1;
   static constexpr int kShiftClasses = kWindowed && kWarps % 8 != 0 ? 8 / kWarps : 1;
   static_assert(!kWindowed || kWarps % 8 == 0 || (8 % kWarps == 0 && kPerThread % kShiftClasses == 0),
                 "windows: every warp's lines in whole residues mod 8");
   __device__ __forceinline__ static int first_line(int tid) {
+    if constexpr (kWarpCopies)
+      return copy_first_line(tid / 32, kCopyLineStride) + kCopyLineStride * (tid % 32 / kSegLanes);
     if constexpr (!kWindowed) return tid / kChunksPerLine;
     const int warp = tid / 32, q = tid % 32 / kChunksPerLine;
     return warp % 8 + 8 * (kWarpLines * (warp / 8) + q);
@@ -161,6 +213,7 @@ struct StageLoader {
   const T* ptr;   // this thread's first element of the next tile (kWindowed: its first window)
   int64_t ld;
   int line, e;    // this thread's first line and its chunk's first element within a line
+  int copy_e;     // kWarpCopies: the first element it copies within a line
   // kWindowed: the misalignment (in elements) of each class's lines; the same in every tile,
   // which advances by multiples of 16 bytes (BK elements along a line are 128 bytes; BK lines
   // are 128 x ld bytes).
@@ -171,8 +224,13 @@ struct StageLoader {
     base = base_;
     ld = ld_;
     line = first_line(tid);
-    e = (tid % kChunksPerLine) * E;
-    ptr = kAlongK ? base + (x0 + line) * ld + k0 + e : base + (k0 + line) * ld + x0 + e;
+    // A warp's chunks of a line are adjacent: its threads' chunks in order, or (kWarpCopies) its
+    // segments of kSegLanes lanes' chunks.
+    const int lane = tid % 32;
+    const int chunk = kWarpCopies ? 32 * (tid / 32) % kChunksPerLine + lane % kSegLanes : tid % kChunksPerLine;
+    e = chunk * E;
+    copy_e = kWarpCopies ? e - lane % kSegLanes * E + lane % kSegLanes : e;
+    ptr = kAlongK ? base + (x0 + line) * ld + k0 + copy_e : base + (k0 + line) * ld + x0 + copy_e;
     if constexpr (kWindowed) {
       const int first = static_cast<int>(reinterpret_cast<uintptr_t>(ptr) % 16) / static_cast<int>(sizeof(T));
 #pragma unroll
@@ -192,6 +250,14 @@ struct StageLoader {
     } else {
       return Tile::offset(line + line_offset(i), e);
     }
+  }
+
+  // kWarpCopies: where this thread's copy v for chunk slot i goes (chunk_offset's decomposition).
+  __device__ __forceinline__ int element_offset(int i, int v) const {
+    if constexpr (kLineStep % 8 == 0)
+      return Tile::offset(line, copy_e + kSegLanes * v) + Tile::offset(line_offset(i), 0);
+    else
+      return Tile::offset(line + line_offset(i), copy_e + kSegLanes * v);
   }
 
   // Starts loading the next tile (into `stage`, or into registers for kStaged). x_left, k_left:
@@ -214,6 +280,12 @@ struct StageLoader {
         } else if constexpr (kMode == LoadMode::kElement) {
 #pragma unroll
           for (int v = 0; v < E; ++v) ptx::cp_async<sizeof(T)>(dst + v, ok(v) ? src + v : base, ok(v));
+        } else if constexpr (kMode == LoadMode::kWarpElement) {
+#pragma unroll
+          for (int v = 0; v < E; ++v) {
+            const bool in = !checked || (line_ok && copy_e + kSegLanes * v < extent_left);
+            ptx::cp_async<sizeof(T)>(stage + element_offset(i, v), in ? src + kSegLanes * v : base, in);
+          }
         } else if constexpr (kMode == LoadMode::kWindowed) {
           // The window: the aligned 16 bytes at or below the chunk (src: that of class 0's lines),
           // and for the line's last thread, where the line is misaligned, the next 16. Its elements

@@ -37,10 +37,11 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   // rounds, it does not shift windows.
   static_assert(!Base::kWindowed, "TF32 B tiles are not copied as windows");
 
-  // This thread's chunks of the tile in `stage`, after its own cp.async wait: no other thread
-  // touches them until the barrier. Batches of 8 keep the producer of 128 x 256 tiles from
-  // spilling.
+  // This thread's chunks of the tile in `stage`, after its own cp.async wait (and its warp's,
+  // whose element-wise copies land them): no other thread touches them until the barrier. Batches
+  // of 8 keep the producer of 128 x 256 tiles from spilling.
   __device__ __forceinline__ void finish(float* stage) const {
+    if constexpr (Base::kWarpCopies) __syncwarp();
     rewrite_in_batches<Base::kPerThread, 8>(
         [&](int i) { return this->chunk(stage, i); },
         [&](int i, const uint4& v) {
