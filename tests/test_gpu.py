@@ -224,6 +224,25 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shared", ["a", "b", "none"])
+def test_wgmma_float32_batched_and_shared_operands(precision, layout, shared):
+    """16-byte aligned float32 operands on the warp-specialized wgmma tiles, a batch of them, or one
+    operand shared by the batch (stride 0); K (264) and the output leave partial tiles."""
+    batch = torch.cuda.get_device_properties(0).multi_processor_count + 8  # 3xTF32 on wgmma
+    a, b = operands(72, 264, 136, layout, torch.float32, "cuda", batch=(batch,))
+    if shared == "a":
+        a = a[:1].expand_as(a)
+    elif shared == "b":
+        b = b[:1].expand_as(b)
+    assert "warp-specialized" in tiledmm.explain(a, b, precision=precision)
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (batch, 72, 136), torch.float32, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
+
+
 def rounded_to_tf32(x):
     """cvt.rna.tf32.f32 on finite values: the nearest 10-bit mantissa, ties away from zero (sm_90
     rounds ties to even: they differ on exact ties only, far inside the tolerance below)."""
