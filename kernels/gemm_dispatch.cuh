@@ -234,9 +234,11 @@ struct WgmmaFamily {
   // by the producer, whose work then sets the pace; two producer warpgroups there (H100, against
   // one: TF32 transA 0.68x torch against 0.60x, 3xTF32 1.87x against 1.78x), one elsewhere (two
   // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers). Not for BN 256:
-  // its accumulators need more registers than a 512-thread block starts with.
-  template <class Tile, bool kBRowMajor>
-  using LayoutTile = std::conditional_t<Tile::kSpecialized && kBRowMajor && sizeof(T) == 4 && Tile::BN <= 128,
+  // its accumulators need more registers than a 512-thread block starts with. Element-wise
+  // copies (no 16-byte alignment) take two as well: four cp.async a chunk.
+  template <class Tile, bool kBRowMajor, bool kVec>
+  using LayoutTile = std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4 &&
+                                            Tile::BN <= 128,
                                         typename Tile::template WithProducers<2>, Tile>;
 
   // Without 16-byte alignment, 16-bit operands copy the aligned windows around each chunk (16-byte
@@ -251,7 +253,7 @@ struct WgmmaFamily {
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    using Tile = LayoutTile<TableTile, kBRowMajor>;
+    using Tile = LayoutTile<TableTile, kBRowMajor, kVec>;
     constexpr LoadMode kMode = mode(kVec);
     constexpr int kSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
     if constexpr (kTransposesRowMajorProducts && kARowMajor && kBRowMajor) {
@@ -266,8 +268,8 @@ struct WgmmaFamily {
   }
   template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p) {
-    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>, kVec>(s, p);
-    else describe_layout<LayoutTile<TableTile, false>, kVec>(s, p);
+    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true, kVec>, kVec>(s, p);
+    else describe_layout<LayoutTile<TableTile, false, kVec>, kVec>(s, p);
   }
   template <class Tile, bool kVec>
   static void describe_layout(std::ostream& s, const GemmProblem& p) {
