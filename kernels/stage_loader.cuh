@@ -126,11 +126,11 @@ struct StageLoader {
 
   static constexpr int kWarps = kThreads / 32;
 
-  // kWarpElement: a warp copies the chunks its threads own (in each slot i) by E cp.async instructions,
-  // each of kSegLanes consecutive elements in each of its lines: the thread's element of
-  // instruction v is at (line, copy_e + kSegLanes v). Each instruction then reads whole sectors
-  // and writes whole 16-byte chunks; with a warp's lines kCopyLineStride apart, the swizzle puts
-  // them in distinct banks (copies_conflict_free). A thread copying the E elements of its own
+  // kWarpElement: a warp copies the chunks its threads own (in each slot i) by E cp.async
+  // instructions, each of kSegLanes consecutive elements in each of its lines: the thread's
+  // element of instruction v is at (line, copy_e + kSegLanes v). Each instruction then reads whole
+  // sectors and writes whole 16-byte chunks; with a warp's lines kCopyLineStride apart, the
+  // swizzle puts them in distinct banks (copies_conflict_free). A thread copying the E elements of its own
   // chunk (kElement) wrote words 16 bytes apart across a warp: four-way bank conflicts, which held
   // the shared-memory pipe at 88% on irregular float32 (bench/NOTES.md). So a thread's chunks land
   // by its warp's copies: work on them in place (finish) first needs __syncwarp. (The mma.sync
@@ -140,9 +140,15 @@ struct StageLoader {
   static constexpr int kSegLanes = kChunksPerLine < 32 ? kChunksPerLine : 32;  // a warp's lanes per line
   static constexpr int kCopyWarpLines = 32 / kSegLanes;
 
-  // The first line of warp w's lines: stride-s groups of kCopyWarpLines lines, s warps interleaved.
-  __host__ __device__ __forceinline__ static constexpr int copy_first_line(int w, int s) {
-    return kCopyWarpLines == 1 ? 32 * w / kChunksPerLine : w / s * kCopyWarpLines * s + w % s;
+  // Thread tid's line (in slot 0) at line stride s: a warp's kCopyWarpLines lines s apart, s
+  // warps interleaved. And the first element it copies: its lane within its warp's segment of
+  // the line (the chunks its warp owns there start at 32 w % kChunksPerLine).
+  __host__ __device__ __forceinline__ static constexpr int copy_line(int tid, int s) {
+    const int w = tid / 32, q = tid % 32 / kSegLanes;
+    return (kCopyWarpLines == 1 ? 32 * w / kChunksPerLine : w / s * kCopyWarpLines * s + w % s) + s * q;
+  }
+  __host__ __device__ __forceinline__ static constexpr int copy_elem(int tid) {
+    return 32 * (tid / 32) % kChunksPerLine * E + tid % 32 % kSegLanes;
   }
   // Whether every copy instruction of every warp, at line stride s, writes each bank at most
   // sizeof(T) / 4 times (the fewest wavefronts: one per 128 bytes).
@@ -152,9 +158,8 @@ struct StageLoader {
       for (int i = 0; i < kPerThread; ++i)
         for (int v = 0; v < E; ++v) {
           int words[32] = {};
-          for (int lane = 0; lane < 32; ++lane) {
-            const int l = copy_first_line(w, s) + s * (lane / kSegLanes) + i * kLineStep;
-            const int elem = 32 * w % kChunksPerLine * E + lane % kSegLanes + kSegLanes * v;
+          for (int tid = 32 * w; tid < 32 * w + 32; ++tid) {
+            const int l = copy_line(tid, s) + i * kLineStep, elem = copy_elem(tid) + kSegLanes * v;
             const int word = Tile::offset(l, elem) * static_cast<int>(sizeof(T)) / 4;
             for (int k = 0; k < static_cast<int>(sizeof(T)) / 4; ++k) ++words[(word + k) % 32];
           }
@@ -172,20 +177,19 @@ struct StageLoader {
                 "element copies: a warp's chunks in whole lines or within one");
   static_assert(kCopyLineStride > 0, "element copies: no line stride without bank conflicts");
 
-  // Which lines a thread copies. Normally a warp's lines are adjacent (kWarpElement: kCopyLineStride
-  // apart), and a thread's kLineStep apart. kWindowed: the lines of a warp are congruent mod 8, so
-  // that they share one misalignment (8 lines are 8 ld elements apart, a multiple of 16 bytes) and
-  // the shift pass branches on it without diverging. Warp w's slot i (of kPerThread) takes the kWarpLines lines
-  // of residue g % 8 in block g / 8, g = w + kWarps i: with 8 warps or a multiple that is one
-  // residue per warp; with fewer, a thread's chunks fall in kShiftClasses residues, chunk i in
-  // class i % kShiftClasses.
+  // Which lines a thread copies. Normally a warp's lines are adjacent (kWarpElement:
+  // kCopyLineStride apart), and a thread's kLineStep apart. kWindowed: the lines of a warp are
+  // congruent mod 8, so that they share one misalignment (8 lines are 8 ld elements apart, a
+  // multiple of 16 bytes) and the shift pass branches on it without diverging. Warp w's slot i
+  // (of kPerThread) takes the kWarpLines lines of residue g % 8 in block g / 8, g = w + kWarps i:
+  // with 8 warps or a multiple that is one residue per warp; with fewer, a thread's chunks fall
+  // in kShiftClasses residues, chunk i in class i % kShiftClasses.
   static constexpr int kWarpLines = kWindowed ? 32 / kChunksPerLine : 1;
   static constexpr int kShiftClasses = kWindowed && kWarps % 8 != 0 ? 8 / kWarps : 1;
   static_assert(!kWindowed || kWarps % 8 == 0 || (8 % kWarps == 0 && kPerThread % kShiftClasses == 0),
                 "windows: every warp's lines in whole residues mod 8");
   __device__ __forceinline__ static int first_line(int tid) {
-    if constexpr (kWarpCopies)
-      return copy_first_line(tid / 32, kCopyLineStride) + kCopyLineStride * (tid % 32 / kSegLanes);
+    if constexpr (kWarpCopies) return copy_line(tid, kCopyLineStride);
     if constexpr (!kWindowed) return tid / kChunksPerLine;
     const int warp = tid / 32, q = tid % 32 / kChunksPerLine;
     return warp % 8 + 8 * (kWarpLines * (warp / 8) + q);
@@ -224,12 +228,8 @@ struct StageLoader {
     base = base_;
     ld = ld_;
     line = first_line(tid);
-    // A warp's chunks of a line are adjacent: its threads' chunks in order, or (kWarpCopies) its
-    // segments of kSegLanes lanes' chunks.
-    const int lane = tid % 32;
-    const int chunk = kWarpCopies ? 32 * (tid / 32) % kChunksPerLine + lane % kSegLanes : tid % kChunksPerLine;
-    e = chunk * E;
-    copy_e = kWarpCopies ? e - lane % kSegLanes * E + lane % kSegLanes : e;
+    e = (tid % kChunksPerLine) * E;
+    copy_e = kWarpCopies ? copy_elem(tid) : e;
     ptr = kAlongK ? base + (x0 + line) * ld + k0 + copy_e : base + (k0 + line) * ld + x0 + copy_e;
     if constexpr (kWindowed) {
       const int first = static_cast<int>(reinterpret_cast<uintptr_t>(ptr) % 16) / static_cast<int>(sizeof(T));

@@ -37,7 +37,7 @@ def cases():
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
-    # (element-wise copies, and 16-byte aligned ones: B's tiles by the copy engine).
+    # (element-wise copies, and 16-byte ones with partial tiles along K and N).
     wgmma_3xtf32 = itertools.product([False], range(4), [1, 2], [PATHS[1]], [False, True], [False, True],
                                      [(140, 33, 40, 31), (140, 40, 36, 72)])
     return itertools.chain(default, mma_sync, wgmma_3xtf32)
