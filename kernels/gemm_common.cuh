@@ -1,5 +1,6 @@
 // What the kernels (CUDA-core gemm_tiled, tensor-core gemm_mma and gemm_wgmma) share: their
-// arguments, conversions between storage and accumulator types, and the split-K reduction.
+// arguments and work items, conversions between storage and accumulator types, and the split-K
+// reduction.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,31 @@ struct GemmArgs {
   int64_t batch, m, n, k;
   int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
 };
+
+// One work item of a block: a BM-row tile of one matrix of the batch, over one slice of K.
+template <typename T>
+struct WorkItem {
+  int64_t z;  // its (matrix of the batch, slice of K) pair: the index of the output matrix it writes
+  int64_t m0, k_begin, k_len, k_tiles;
+  const T* a;  // the matrix's operands
+  const T* b;
+};
+
+// Calls body(WorkItem<T>) for each of this block's work items: (matrix, K slice) pairs z and row
+// tiles, a grid stride over both (gridDim.y and .z are capped at 65535). Every warp of the block
+// runs through the same items.
+template <int BM, int BK, typename T, typename Out, typename Body>
+__device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
+  const int64_t m_tiles = (args.m + BM - 1) / BM;
+  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
+    const int64_t matrix = z / args.splits;
+    const int64_t k_begin = (z % args.splits) * args.k_chunk;
+    const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
+    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
+      body(WorkItem<T>{z, mt * BM, k_begin, k_len, (k_len + BK - 1) / BK,
+                       args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b});
+  }
+}
 
 // Two adjacent outputs (an even column of an even-width row, or a shared-memory tile) in one
 // store.

@@ -51,39 +51,6 @@ struct DeviceLimits {
   bool wgmma;    // a Hopper GPU (compute capability 9.0) and a build with sm_90a code
 };
 
-// Exact float32 on the CUDA cores (gemm_tiled). Tiles from a sweep on an H200 (bench/NOTES.md).
-struct ExactFloatFamily {
-  using T = float;
-  using Acc = float;
-  using Tiles = std::tuple<TileShape<128, 256, 8, 8, 16>, TileShape<128, 128, 16, 8, 8>,
-                           TileShape<128, 64, 16, 8, 8, 2>, TileShape<64, 64, 16, 4, 4>>;
-  using FallbackTiles = Tiles;
-  static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
-  static constexpr int kLargeMinWaves = 2;  // the large tile pays from two blocks per SM
-  static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
-  static constexpr int kMediumBlocksPerSm = 2;      // ... sized for two blocks per SM (measured)
-  static constexpr bool kTransposesRowMajorProducts = false;
-
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
-  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
-    gemm_tiled_kernel<T, Out, Tile, kVec ? 4 : 1, kARowMajor, kBRowMajor>
-        <<<grid, Tile::kThreads, 0, stream>>>(args);
-  }
-  template <class Tile, bool kVec>
-  static void describe(std::ostream& s, const GemmProblem&) {
-    s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), " << Tile::TM
-      << "x" << Tile::TN << " outputs per thread, " << Tile::kThreads << " threads, "
-      << Tile::kMinBlocks << " block(s) per SM, two register-staged shared-memory buffers";
-  }
-  static const char* load_text(bool vec) {
-    return vec ? "16-byte vectors" : "one element at a time";
-  }
-  template <class Tile, bool kVec>
-  static int smem_bytes(const GemmProblem&) {
-    return 0;  // static shared memory, under 48 KiB: fits every GPU
-  }
-};
-
 // Tensor cores (gemm_mma), for one precision path. Every stage line is 128 bytes along k
 // (BK * sizeof(T) = 128), so BK is 32 for 32-bit types, 64 for 16-bit, 16 for float64.
 // FallbackTiles serve operands without 16-byte alignment; 16-bit ones stage their loads through
@@ -134,6 +101,59 @@ void launch_with_smem(const Args& args, dim3 grid, cudaStream_t stream) {
   }
   kKernel<<<grid, kThreads, kSmem, stream>>>(args);
 }
+
+// Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
+// items 63-66): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
+// SM (the 8 x 8 tiles that allow two spill at 128 registers). BK = 32 on large outputs and short
+// K (nn.Linear's x @ W^T 0.83x torch against 0.76x at BK = 16); BK = 16 for split K (largeK
+// 0.87x against 0.83x).
+struct ExactFloatFamily {
+  using T = float;
+  using Acc = float;
+  using Tiles = std::tuple<TiledTile<128, 256, 32, 4, 2, 8, 16, 3>, TiledTile<128, 256, 16, 4, 2, 8, 16, 3>,
+                           TiledTile<128, 256, 32, 4, 2, 8, 16, 3>, TiledTile<64, 64, 16, 2, 2, 8, 4, 3, 4>>;
+  using FallbackTiles = Tiles;
+  static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
+  static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
+  static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
+  static constexpr int kMediumBlocksPerSm = 1;      // ... one block per SM (66 slices of largeK: 0.87x
+                                                    // torch, against 0.85x with 132)
+  static constexpr bool kTransposesRowMajorProducts = false;
+  // Without 16-byte alignment: element copies, each cp.async instruction a warp's run of
+  // consecutive elements (no bank conflicts); element loads into registers where transposed.
+  static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWarpElement; }
+
+  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
+  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+    constexpr LoadMode kMode = mode(kVec);
+    launch_with_smem<gemm_tiled_kernel<Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
+                     TiledStages<Tile, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, grid, stream);
+  }
+  template <class Tile, bool kVec>
+  static void describe(std::ostream& s, const GemmProblem& p) {
+    s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
+      << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", " << Tile::TM
+      << "x" << Tile::TN << " outputs per thread, " << Tile::kStages << "-stage pipeline ("
+      << smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
+  }
+  static const char* load_text(bool vec) {
+    return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B), through registers "
+                 "and transposed for one contiguous along k"
+               : "element loads (no 16-byte alignment): cp.async by a warp's runs of consecutive elements for "
+                 "an operand contiguous along m (A) or n (B), through registers and transposed for one "
+                 "contiguous along k";
+  }
+  template <class Tile, bool kVec>
+  static int smem_bytes(const GemmProblem& p) {
+    int bytes = 0;
+    with_bool(p.a.row_major, [&](auto a_row) {
+      with_bool(p.b.row_major, [&](auto b_row) {
+        bytes = TiledStages<Tile, mode(kVec), decltype(a_row)::value, decltype(b_row)::value>::kSmemBytes;
+      });
+    });
+    return bytes;
+  }
+};
 
 template <class Math>
 struct MmaFamily {

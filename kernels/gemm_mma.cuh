@@ -2,10 +2,10 @@
 //
 // Each block computes a BM x BN tile of C[z] with a grid of warps, each warp a WTM x WTN tile as
 // MT x NT instruction tiles. K advances in tiles of BK through a ring of kStages shared-memory
-// stages: while the warps multiply stage t, cp.async copies of tiles t+1 .. t+kStages-1 are in
-// flight (one barrier per tile). Stages keep each operand's global layout (stage_loader.cuh);
-// fragments come out of them by ldmatrix (transposing where the layout needs it) or, for
-// 32-bit-across-lines and float64 fragments, by scalar loads. Loads are predicated against the
+// stages (stage_pipeline.cuh): while the warps multiply stage t, cp.async copies of tiles
+// t+1 .. t+kStages-1 are in flight (one barrier per tile). Stages keep each operand's global
+// layout (stage_loader.cuh); fragments come out of them by ldmatrix (transposing where the
+// layout needs it) or, for 32-bit-across-lines and float64 fragments, by scalar loads. Loads are predicated against the
 // matrix extent and zero-filled beyond it, so any shape and any leading dimension works without
 // padding copies.
 #pragma once
@@ -17,6 +17,7 @@
 #include "mma_math.cuh"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
+#include "stage_pipeline.cuh"
 
 namespace tiledmm {
 
@@ -137,120 +138,80 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
   extern __shared__ __align__(128) unsigned char smem[];
   T* const a_stages = reinterpret_cast<T*>(smem);
-  T* const b_stages = a_stages + kStages * AStage::kElems;
+  T* const b_stages = a_stages + kStages * ALoader::kStageElems;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = (warp / Tile::kWarpsN) * Tile::WTM, warp_n = (warp % Tile::kWarpsN) * Tile::WTN;
-  const int64_t m_tiles = (args.m + BM - 1) / BM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   ALoader a_loader;
   BLoader b_loader;
 
-  // z enumerates (matrix of the batch, slice of K). Grid-stride over z and row tiles: gridDim.y
-  // and .z are capped at 65535.
-  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
-    const int64_t matrix = z / args.splits;
-    const int64_t k_begin = (z % args.splits) * args.k_chunk;
-    const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
-    const int64_t k_tiles = (k_len + BK - 1) / BK;
-    const T* a = args.a + matrix * args.batch_stride_a;
-    const T* b = args.b + matrix * args.batch_stride_b;
-    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
-      const int64_t m0 = mt * BM;
-      Acc acc[MT][NT][kCRegs];
+  for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
+    const int64_t m0 = w.m0;
+    Acc acc[MT][NT][kCRegs];
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
-          for (int r = 0; r < kCRegs; ++r) acc[i][j][r] = Acc(0);
+        for (int r = 0; r < kCRegs; ++r) acc[i][j][r] = Acc(0);
 
-      __syncthreads();  // the previous work item's warps are done with the stages
-      a_loader.start(a, args.lda, m0, k_begin, tid);
-      b_loader.start(b, args.ldb, n0, k_begin, tid);
-#pragma unroll
-      for (int s = 0; s < kStages - 1; ++s) {
-        if (s < k_tiles) {
-          a_loader.fetch(a_stages + s * AStage::kElems, args.m - m0, k_len - s * BK);
-          b_loader.fetch(b_stages + s * BStage::kElems, args.n - n0, k_len - s * BK);
-          a_loader.deposit(a_stages + s * AStage::kElems);
-          b_loader.deposit(b_stages + s * BStage::kElems);
-        }
-        ptx::cp_async_commit();
-      }
-
-      int stage = 0;  // the stage of tile t
-      for (int64_t t = 0; t < k_tiles; ++t) {
-        ptx::cp_async_wait<kStages - 2>();  // tile t has landed (this thread's copies) ...
-        __syncthreads();  // ... everyone's, and everyone is done with tile t - 1's stage
-        const int64_t next = t + kStages - 1;
-        const int next_stage = stage == 0 ? kStages - 1 : stage - 1;  // tile t - 1's stage
-        if (next < k_tiles) {
-          a_loader.fetch(a_stages + next_stage * AStage::kElems, args.m - m0, k_len - next * BK);
-          b_loader.fetch(b_stages + next_stage * BStage::kElems, args.n - n0, k_len - next * BK);
-        }
-        ptx::cp_async_commit();
-
-        const T* as = a_stages + stage * AStage::kElems;
-        const T* bs = b_stages + stage * BStage::kElems;
+    a_loader.start(w.a, args.lda, m0, w.k_begin, tid);
+    b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
+    multiply_k_tiles<kStages, BK>(a_loader, b_loader, a_stages, b_stages, args.m - m0, args.n - n0, w.k_len,
+                                  [&](const T* as, const T* bs) {
 #pragma unroll kStepUnroll
-        for (int kk = 0; kk < BK; kk += K) {
-          AOperand af[MT];
-          BOperand bf[NT];
+      for (int kk = 0; kk < BK; kk += K) {
+        AOperand af[MT];
+        BOperand bf[NT];
 #pragma unroll
-          for (int i = 0; i < MT; ++i)
-            af[i] = Math::prepare(load_a<Math, AStage, kARowMajor>(as, warp_m + i * M, kk, lane));
+        for (int i = 0; i < MT; ++i)
+          af[i] = Math::prepare(load_a<Math, AStage, kARowMajor>(as, warp_m + i * M, kk, lane));
 #pragma unroll
-          for (int j = 0; j < NT; j += 2) {
-            const auto pair = load_b_pair<Math, BStage, !kBRowMajor>(bs, warp_n + j * 8, kk, lane);
-            Fragment<typename Math::Reg, Math::kBRegs> lo, hi;
+        for (int j = 0; j < NT; j += 2) {
+          const auto pair = load_b_pair<Math, BStage, !kBRowMajor>(bs, warp_n + j * 8, kk, lane);
+          Fragment<typename Math::Reg, Math::kBRegs> lo, hi;
 #pragma unroll
-            for (int r = 0; r < Math::kBRegs; ++r) {
-              lo.r[r] = pair.r[r];
-              hi.r[r] = pair.r[Math::kBRegs + r];
-            }
-            bf[j] = Math::prepare(lo);
-            bf[j + 1] = Math::prepare(hi);
+          for (int r = 0; r < Math::kBRegs; ++r) {
+            lo.r[r] = pair.r[r];
+            hi.r[r] = pair.r[Math::kBRegs + r];
           }
+          bf[j] = Math::prepare(lo);
+          bf[j + 1] = Math::prepare(hi);
+        }
 #pragma unroll
-          for (int i = 0; i < MT; ++i)
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              if constexpr (Math::kPromote) {
-                // This step's product starts from zero and is added in float32 (see Math).
-                Acc step[kCRegs] = {};
-                Math::mma(step, af[i], bf[j]);
+          for (int j = 0; j < NT; ++j) {
+            if constexpr (Math::kPromote) {
+              // This step's product starts from zero and is added in float32 (see Math).
+              Acc step[kCRegs] = {};
+              Math::mma(step, af[i], bf[j]);
 #pragma unroll
-                for (int r = 0; r < kCRegs; ++r) acc[i][j][r] += step[r];
-              } else {
-                Math::mma(acc[i][j], af[i], bf[j]);
-              }
+              for (int r = 0; r < kCRegs; ++r) acc[i][j][r] += step[r];
+            } else {
+              Math::mma(acc[i][j], af[i], bf[j]);
             }
-        }
-        if (next < k_tiles) {
-          a_loader.deposit(a_stages + next_stage * AStage::kElems);
-          b_loader.deposit(b_stages + next_stage * BStage::kElems);
-        }
-        stage = stage + 1 == kStages ? 0 : stage + 1;
+          }
       }
+    });
 
-      // Lane (g, t4) holds rows g and g + 8 of each instruction tile, columns 2 t4 and 2 t4 + 1.
-      const int g = lane / 4, t4 = lane % 4;
-      auto output = [&](int i, int j, int half, int e) {
-        Acc v = acc[i][j][2 * half + e];
-        if constexpr (Math::kRecomputeNaN) {
-          const int64_t row = m0 + warp_m + i * M + g + 8 * half;
-          const int64_t col = n0 + warp_n + j * 8 + 2 * t4 + e;
-          if (isnan(v) && row < args.m && col < args.n)
-            v = exact_dot<kARowMajor, kBRowMajor>(a, args.lda, b, args.ldb, row, col, k_begin,
-                                                  k_begin + k_len);
-        }
-        return v;
-      };
-      store_output_tile<BM, BN, Tile::kThreads, MT, NT, kStagedEpilogue>(
-          output, args.c + z * args.m * args.n, args.m, args.n, m0, n0, warp_m, warp_n, smem);
-    }
-  }
+    // Lane (g, t4) holds rows g and g + 8 of each instruction tile, columns 2 t4 and 2 t4 + 1.
+    const int g = lane / 4, t4 = lane % 4;
+    auto output = [&](int i, int j, int half, int e) {
+      Acc v = acc[i][j][2 * half + e];
+      if constexpr (Math::kRecomputeNaN) {
+        const int64_t row = m0 + warp_m + i * M + g + 8 * half;
+        const int64_t col = n0 + warp_n + j * 8 + 2 * t4 + e;
+        if (isnan(v) && row < args.m && col < args.n)
+          v = exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
+                                                w.k_begin + w.k_len);
+      }
+      return v;
+    };
+    store_output_tile<BM, BN, Tile::kThreads, MT, NT, kStagedEpilogue>(
+        output, args.c + w.z * args.m * args.n, args.m, args.n, m0, n0, warp_m, warp_n, smem);
+  });
 }
 
 }  // namespace tiledmm

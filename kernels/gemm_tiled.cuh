@@ -1,197 +1,234 @@
-// The tiled shared-memory matrix-product kernel, on CUDA cores.
+// The tiled shared-memory matrix-product kernel on CUDA cores: exact float32 fused multiply-adds.
 //
-// Each block computes a BM x BN tile of C[z]; each thread a TM x TN sub-tile in registers, as
-// groups of 4 rows and 4 columns spread across the tile so that shared-memory reads are 16 bytes
-// wide and consecutive threads read consecutive groups. K advances in slabs of BK: the next slab
-// is loaded from global memory into registers while the current one is multiplied out of shared
-// memory (double buffering, one barrier per slab). Loads are predicated against the matrix
-// extent, so any shape works; with kVec > 1 each load moves 16 bytes, which the dispatcher allows
-// only when the pointers, leading dimensions and unit-stride extents are multiples of 16 bytes.
+// Each block computes a BM x BN tile of C[z] with a grid of warps, each warp a WTM x WTN tile,
+// each lane a TM x TN sub-tile of it in registers. K advances in tiles of BK through a ring of
+// kStages shared-memory stages (stage_pipeline.cuh). Stages hold both operands x-major (lines of
+// BX along m for A, n for B, padded: PaddedTile): an operand whose unit stride is along x
+// (column-major A, row-major B) is copied straight in by cp.async; one whose unit stride is
+// along k is transposed on the way, through registers (TransposingLoader). Every k step adds the
+// outer product of TM values of A and TN values of B to the sub-tile, one fused multiply-add per
+// output in k order (the exact float32 sum), the values read by 16-byte shared-memory loads.
+// Loads are predicated against the matrix extent and zero-filled beyond it, so any shape works;
+// 16-byte loads where the dispatcher finds the operand 16-byte aligned, element loads otherwise.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm_common.cuh"
+#include "stage_loader.cuh"
+#include "stage_pipeline.cuh"
 
 namespace tiledmm {
 
-// Four consecutive accumulator values from 16-byte-aligned shared memory.
-__device__ __forceinline__ void load4(const float* p, float* out) {
-  const float4 v = *reinterpret_cast<const float4*>(p);
-  out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
-}
-
 // kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
-template <int BM_, int BN_, int BK_, int TM_, int TN_, int kMinBlocks_ = 1>
-struct TileShape {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreadsM = BM / TM, kThreadsN = BN / TN;
-  static constexpr int kThreads = kThreadsM * kThreadsN;
-  static_assert(TM % 4 == 0 && TN % 4 == 0, "threads own groups of 4 rows and 4 columns");
-  static_assert(BM % TM == 0 && BN % TN == 0, "the thread grid must cover the tile");
+template <int BM_, int BN_, int BK_, int kWarpsM_, int kWarpsN_, int TM_, int TN_, int kStages_,
+          int kMinBlocks_ = 1>
+struct TiledTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_;
+  static constexpr int TM = TM_, TN = TN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
+  static constexpr int kLanesM = WTM / TM, kLanesN = WTN / TN;  // a warp's lanes: kLanesM x kLanesN
+  static_assert(kLanesM * kLanesN == 32 && WTM % TM == 0 && WTN % TN == 0, "the lanes must tile the warp tile");
+  static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "16-byte loads, four k steps a round");
 };
 
-// Rows of padding per shared-memory line: keeps 16-byte alignment and spreads the transposing
-// stores of k-contiguous operands over more banks.
-constexpr int kSmemPad = 4;
+// The x-major stage of one operand: BK lines of BX.
+template <int BX, int BK>
+using TiledStage = PaddedTile<float, BK, BX>;
 
-// Moves BK x BX slabs of one operand (x indexes m for A, n for B) from global memory into shared
-// memory, stored k-major (smem[p][x]) for either source layout, in two steps: load() into
-// registers, store() into shared memory, so the loads of slab t+1 overlap the math on slab t.
-// kAlongK: the operand's unit-stride dimension is k (row-major A, column-major B).
-// A thread's vectors sit at one unit-stride offset, kLineStep lines apart, so it keeps a single
-// running offset into global memory and needs no per-element address arithmetic.
-template <typename T, typename Acc, int BX, int BK, int kThreads, int kVec, bool kAlongK>
-struct SlabLoader {
-  static constexpr int kContig = kAlongK ? BK : BX;  // slab extent along the unit stride
-  static constexpr int kLines = kAlongK ? BX : BK;   // slab extent along the other dimension
-  static constexpr int kVecsPerLine = kContig / kVec;
-  static constexpr int kLineStep = kThreads / kVecsPerLine;
-  static constexpr int kPerThread = (kLines + kLineStep - 1) / kLineStep;
-  static_assert(kContig % kVec == 0, "a vector must not straddle a slab line");
-  static_assert(kThreads % kVecsPerLine == 0, "threads must tile whole slab lines");
+// Copies a k-major operand's BX x BK tiles (row-major A, column-major B: lines along k in
+// memory) into x-major stages, through registers: cp.async cannot scatter a chunk's elements over
+// four lines. fetch() loads this thread's chunks into registers and deposit() stores them
+// transposed after the current tile's math (stage_pipeline.cuh). Thread t loads the 4-element
+// chunks 2 i + t % 2 of line t / 2 (and of the lines kThreads / 2 further on): a warp's load
+// reads 16 lines x 32 bytes (whole sectors), and its store of element v writes 16 consecutive x
+// at two k lines 4 (BX + 4) words apart, 16 banks apart: 32 distinct banks.
+template <int BX, int BK, int kThreads, bool kVec>
+struct TransposingLoader {
+  using Tile = TiledStage<BX, BK>;
+  static constexpr int kChunksPerLine = BK / 4, kLinesPerPass = kThreads / 2;
+  static constexpr int kPasses = BX / kLinesPerPass, kChunkPairs = kChunksPerLine / 2;
+  static_assert(BX % kLinesPerPass == 0 && kChunksPerLine % 2 == 0, "threads must cover the tile in pairs of chunks");
+  static_assert(Tile::kLineStride % 32 == 4, "the stores' bank pattern above");
+  static constexpr int kStageElems = (Tile::kElems + 255) / 256 * 256;  // 1024-byte multiples, as StageLoader
 
-  struct alignas(sizeof(T) * kVec) Vec {
-    T v[kVec];
-  };
-  Vec staged[kPerThread];
-  const T* base;
-  int64_t ld, offset;  // offset: this thread's first element of the next slab
-  int c, line;         // this thread's unit-stride offset and first line within a slab
+  float staged[kPasses][kChunkPairs][4];
+  const float* base;  // the matrix
+  const float* ptr;   // this thread's first chunk of the next tile
+  int64_t ld;
+  int line, chunk;    // this thread's first line and chunk within a tile
 
-  // The operand's matrix at `base`; the first slab at (x0, p0).
-  __device__ __forceinline__ void start(const T* base_, int64_t ld_, int64_t x0, int64_t p0, int tid) {
+  __device__ __forceinline__ void start(const float* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
     base = base_;
     ld = ld_;
-    c = (tid % kVecsPerLine) * kVec;
-    line = tid / kVecsPerLine;
-    offset = kAlongK ? (x0 + line) * ld + p0 + c : (p0 + line) * ld + x0 + c;
+    line = tid / 2;
+    chunk = tid % 2;
+    ptr = base + (x0 + line) * ld + k0 + 4 * chunk;
   }
 
-  // Loads the next slab; x_left and p_left: the matrix extent left from the slab's origin. With
-  // kVec > 1 the unit-stride extent is a multiple of kVec: a vector is all in or all out.
-  __device__ __forceinline__ void load(int64_t x_left, int64_t p_left) {
+  // x_left, k_left: the matrix extent left from the tile's origin; zeros beyond it. With kVec the
+  // k extent is a multiple of 4: a chunk is all inside or all outside.
+  __device__ __forceinline__ void fetch(float*, int64_t x_left, int64_t k_left) {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int l = line + i * kLineStep;
-      const int x = kAlongK ? l : c, p = kAlongK ? c : l;
-      if ((kLines % kLineStep == 0 || l < kLines) && x < x_left && p < p_left) {
-        staged[i] = *reinterpret_cast<const Vec*>(base + offset + i * kLineStep * ld);
-      } else {
+    for (int p = 0; p < kPasses; ++p)
 #pragma unroll
-        for (int v = 0; v < kVec; ++v) staged[i].v[v] = from_acc<T, Acc>(Acc(0));
+      for (int i = 0; i < kChunkPairs; ++i) {
+        const int k = 4 * (chunk + 2 * i);
+        const bool line_ok = line + p * kLinesPerPass < x_left;
+        const float* src = ptr + p * kLinesPerPass * ld + 8 * i;
+        if constexpr (kVec) {
+          const float4 v = line_ok && k < k_left ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+          staged[p][i][0] = v.x, staged[p][i][1] = v.y, staged[p][i][2] = v.z, staged[p][i][3] = v.w;
+        } else {
+#pragma unroll
+          for (int v = 0; v < 4; ++v) staged[p][i][v] = line_ok && k + v < k_left ? src[v] : 0.0f;
+        }
       }
-    }
-    offset += kAlongK ? BK : BK * ld;
+    ptr += BK;
   }
 
-  __device__ __forceinline__ void store(Acc (*smem)[BX + kSmemPad]) const {
+  __device__ __forceinline__ void deposit(float* stage) const {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int l = line + i * kLineStep;
-      if (kLines % kLineStep != 0 && l >= kLines) continue;
+    for (int p = 0; p < kPasses; ++p)
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) {
-        const Acc value = to_acc<Acc>(staged[i].v[v]);
-        if (kAlongK) smem[c + v][l] = value;
-        else smem[l][c + v] = value;
-      }
+      for (int i = 0; i < kChunkPairs; ++i)
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          stage[Tile::offset(4 * (chunk + 2 * i) + v, line + p * kLinesPerPass)] = staged[p][i][v];
+  }
+};
+
+// The loader of one operand: cp.async copies straight in for one whose unit stride is along x
+// (its lines are the stage's), a transposing one otherwise. (Column-major B copied straight into
+// k-major stages and read 4 k of one column per load measured slower: bench/NOTES.md.)
+template <class Tile, int BX, LoadMode kMode, bool kAlongK>
+using TiledLoader = std::conditional_t<kAlongK, TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>,
+                                       StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
+
+// The loaders of a tile and layout; a block's shared memory holds kStages stages of A, then of B.
+template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
+struct TiledStages {
+  using ALoader = TiledLoader<Tile, Tile::BM, kMode, kARowMajor>;
+  using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;
+  static constexpr int kSmemBytes =
+      Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(float));
+};
+
+// Which TX of one operand's warp-tile indices along x (m for A, n for B) a lane owns: groups of
+// 4 consecutive x, read by one 16-byte load per k step, the warp's kLanes lanes side by side
+// (lane l: 4 l .. 4 l + 3, then 4 kLanes further on), so a warp's loads at one k read
+// consecutive 16-byte chunks of one line: no bank conflicts.
+template <int TX, int kLanes>
+struct LaneSlice {
+  static constexpr int kGroups = TX / 4;
+  // Index i of a lane is first(lane_x) + step(i).
+  __device__ __forceinline__ static constexpr int first(int lane_x) { return 4 * lane_x; }
+  __device__ __forceinline__ static constexpr int step(int i) { return (i / 4) * 4 * kLanes + i % 4; }
+
+  // f[s][r]: the operand at (x0 + step(4 g + r), k0 + s) for s < 4, x0 the lane's first index.
+  template <class Stage>
+  __device__ __forceinline__ static void load_group(const float* stage, int x0, int k0, int g, float (&f)[4][4]) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const float4 v = *reinterpret_cast<const float4*>(stage + Stage::offset(k0 + s, x0 + step(4 * g)));
+      f[s][0] = v.x, f[s][1] = v.y, f[s][2] = v.z, f[s][3] = v.w;
     }
   }
 };
 
-// Row (or column) of the tile owned by a thread's i-th register: groups of 4, one group per
-// stride of 4 * threads along that dimension.
-template <int kThreadsAlong>
-__device__ __forceinline__ int owned_index(int i, int thread) {
-  return (i / 4) * (4 * kThreadsAlong) + thread * 4 + i % 4;
-}
-
-template <typename T, typename Out, class Tile, int kVec, bool kARowMajor, bool kBRowMajor>
+template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_tiled_kernel(const GemmArgs<T, Out> args) {
-  using Acc = typename Accumulator<T>::type;
+    gemm_tiled_kernel(const GemmArgs<float, Out> args) {
+  static_assert(std::is_same_v<Out, float>, "float32 outputs (split K's slices are float32 too)");
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, TM = Tile::TM, TN = Tile::TN;
-  constexpr int kThreads = Tile::kThreads;
+  using Stages = TiledStages<Tile, kMode, kARowMajor, kBRowMajor>;
+  using ALoader = typename Stages::ALoader;
+  using BLoader = typename Stages::BLoader;
+  using AStage = TiledStage<BM, BK>;
+  using BStage = TiledStage<BN, BK>;
+  using ASlice = LaneSlice<TM, Tile::kLanesM>;
+  using BSlice = LaneSlice<TN, Tile::kLanesN>;
 
-  __shared__ __align__(16) Acc a_smem[2][BK][BM + kSmemPad];
-  __shared__ __align__(16) Acc b_smem[2][BK][BN + kSmemPad];
-  SlabLoader<T, Acc, BM, BK, kThreads, kVec, kARowMajor> a_loader;
-  SlabLoader<T, Acc, BN, BK, kThreads, kVec, !kBRowMajor> b_loader;
+  extern __shared__ __align__(16) float smem_f32[];
+  float* const a_stages = smem_f32;
+  float* const b_stages = a_stages + Tile::kStages * ALoader::kStageElems;
 
-  const int tid = threadIdx.x;
-  const int tx = tid % Tile::kThreadsN, ty = tid / Tile::kThreadsN;
-  const int64_t m_tiles = (args.m + BM - 1) / BM;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // The lane's first row and column in the block's tile.
+  const int a_x0 = (warp / Tile::kWarpsN) * Tile::WTM + ASlice::first(lane / Tile::kLanesN);
+  const int b_x0 = (warp % Tile::kWarpsN) * Tile::WTN + BSlice::first(lane % Tile::kLanesN);
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
+  ALoader a_loader;
+  BLoader b_loader;
 
-  // z enumerates (matrix of the batch, slice of K). Grid-stride over z and row tiles: gridDim.y
-  // and .z are capped at 65535.
-  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
-    const int64_t matrix = z / args.splits;
-    const int64_t k_begin = (z % args.splits) * args.k_chunk;
-    const int64_t k_end = min(args.k, k_begin + args.k_chunk);
-    const int64_t k_tiles = (k_end - k_begin + BK - 1) / BK;
-    const T* a = args.a + matrix * args.batch_stride_a;
-    const T* b = args.b + matrix * args.batch_stride_b;
-    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
-      const int64_t m0 = mt * BM;
-      Acc acc[TM][TN];
+  for_each_work_item<BM, BK>(args, [&](const WorkItem<float>& w) {
+    float acc[TM][TN];
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+    for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = Acc(0);
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-      a_loader.start(a, args.lda, m0, k_begin, tid);
-      b_loader.start(b, args.ldb, n0, k_begin, tid);
-      if (k_tiles > 0) {
-        a_loader.load(args.m - m0, k_end - k_begin);
-        b_loader.load(args.n - n0, k_end - k_begin);
-        a_loader.store(a_smem[0]);
-        b_loader.store(b_smem[0]);
-        __syncthreads();
-      }
-      for (int64_t t = 0; t < k_tiles; ++t) {
-        const int cur = static_cast<int>(t & 1);
-        const bool more = t + 1 < k_tiles;
-        if (more) {
-          a_loader.load(args.m - m0, k_end - k_begin - (t + 1) * BK);
-          b_loader.load(args.n - n0, k_end - k_begin - (t + 1) * BK);
-        }
+    a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
+    b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
+    multiply_k_tiles<Tile::kStages, BK>(
+        a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - n0, w.k_len,
+        [&](const float* as, const float* bs) {
+          // Rounds of four k steps: B's values for the round stay in registers, A's come a group
+          // of 4 rows at a time (fewer registers live than with both whole).
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-          Acc a_frag[TM], b_frag[TN];
+          for (int k0 = 0; k0 < BK; k0 += 4) {
+            float bf[4][TN];
 #pragma unroll
-          for (int i = 0; i < TM; i += 4)
-            load4(&a_smem[cur][kk][owned_index<Tile::kThreadsM>(i, ty)], &a_frag[i]);
+            for (int g = 0; g < BSlice::kGroups; ++g) {
+              float group[4][4];
+              BSlice::template load_group<BStage>(bs, b_x0, k0, g, group);
 #pragma unroll
-          for (int j = 0; j < TN; j += 4)
-            load4(&b_smem[cur][kk][owned_index<Tile::kThreadsN>(j, tx)], &b_frag[j]);
+              for (int s = 0; s < 4; ++s)
 #pragma unroll
-          for (int i = 0; i < TM; ++i)
+                for (int r = 0; r < 4; ++r) bf[s][4 * g + r] = group[s][r];
+            }
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i] * b_frag[j];
-        }
-        // The buffer written here was last read before the previous iteration's barrier.
-        if (more) {
-          a_loader.store(a_smem[cur ^ 1]);
-          b_loader.store(b_smem[cur ^ 1]);
-        }
-        __syncthreads();
-      }
+            for (int g = 0; g < ASlice::kGroups; ++g) {
+              float af[4][4];
+              ASlice::template load_group<AStage>(as, a_x0, k0, g, af);
+#pragma unroll
+              for (int s = 0; s < 4; ++s)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+#pragma unroll
+                  for (int j = 0; j < TN; ++j) {
+                    float& c = acc[4 * g + r][j];
+                    c = fmaf(af[s][r], bf[s][j], c);
+                  }
+            }
+          }
+        });
 
-      Out* c = args.c + z * args.m * args.n;
+    // A lane's groups of 4 adjacent columns go out in one 16-byte store each when rows are
+    // 16-byte aligned (n % 4 == 0: a group is then all inside or all outside).
+    Out* c = args.c + w.z * args.m * args.n;
+    const bool vec_out = args.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const int64_t row = m0 + owned_index<Tile::kThreadsM>(i, ty);
-        if (row >= args.m) continue;
+    for (int i = 0; i < TM; ++i) {
+      const int64_t row = w.m0 + a_x0 + ASlice::step(i);
+      if (row >= args.m) continue;
+      Out* out = c + row * args.n;
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          const int64_t col = n0 + owned_index<Tile::kThreadsN>(j, tx);
-          if (col < args.n) c[row * args.n + col] = from_acc<Out>(acc[i][j]);
+      for (int j = 0; j < TN; j += 4) {
+        const int64_t col = n0 + b_x0 + BSlice::step(j);
+        if (vec_out) {
+          if (col < args.n)
+            *reinterpret_cast<float4*>(out + col) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+        } else {
+#pragma unroll
+          for (int v = 0; v < 4; ++v)
+            if (col + v < args.n) out[col + v] = acc[i][j + v];
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace tiledmm

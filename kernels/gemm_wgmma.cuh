@@ -204,7 +204,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     T* const b_stages = a_stages + kStages * kAStageElems;
 
     const int tid = threadIdx.x, warp = tid / 32, group = warp / 4;
-    const int64_t m_tiles = (args.m + BM - 1) / BM;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
 
     // Descriptors of k step s (kStep of K, 32 bytes) of this warpgroup's A rows and of B, in one
@@ -275,27 +274,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
     };
 
-    // The work items of this block: (matrix of the batch, slice of K) z, and row tile; a grid
-    // stride over both (gridDim.y and .z are capped at 65535). Every warp of the block runs
-    // through the same items.
-    struct WorkItem {
-      int64_t z, m0, k_begin, k_len, k_tiles;
-      const T* a;
-      const T* b;
-    };
-    auto for_each_work_item = [&](const auto& body) {
-      for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
-        const int64_t matrix = z / args.splits;
-        const int64_t k_begin = (z % args.splits) * args.k_chunk;
-        const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
-        for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
-          body(WorkItem{z, mt * BM, k_begin, k_len, (k_len + BK - 1) / BK,
-                        args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b});
-      }
-    };
-
     // The math warps' result of a work item, written out.
-    auto store_result = [&](const WorkItem& w, const float (&result)[BN / 2]) {
+    auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
       auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
@@ -350,7 +330,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         const int load_tid = tid - kMathThreads;
         ALoader a_loader;
         BLoader b_loader;
-        for_each_work_item([&](const WorkItem& w) {
+        for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
           // The math warps are done with the stages (the staged epilogue). Both roles meet at
           // named barrier 4, each from its own branch.
           sync::warps_anywhere<Tile::kThreads, 4>();
@@ -389,7 +369,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         });
       } else {
         sync::set_registers<Tile::kMathRegisters, true>();
-        for_each_work_item([&](const WorkItem& w) {
+        for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
           sync::warps_anywhere<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
@@ -442,7 +422,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
                     "register-staged tiles are stored a tile after their loads: two tiles ahead or more");
       ALoader a_loader;
       BLoader b_loader;
-      for_each_work_item([&](const WorkItem& w) {
+      for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
         float acc[BN / 2], sum[kSums];
         clear(acc, sum);
 

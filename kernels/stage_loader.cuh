@@ -1,10 +1,11 @@
-// Shared-memory stages of the tensor-core kernels, and the loads that fill them.
+// Shared-memory stages of the cp.async kernels, and the loads that fill them.
 //
 // A stage holds one operand's BX x BK tile (x is m for A, n for B) in the operand's own global
 // layout: lines along the operand's unit-stride dimension (k for row-major A / column-major B,
 // x otherwise), so global memory is copied straight in, 16 bytes at a time, with no transposing
 // stores. mma.sync's fragment loads read it either way (ldmatrix / ldmatrix.trans / scalar);
-// wgmma reads K-major or MN-major tiles in its own swizzled layout (Swizzle128Tile).
+// wgmma reads K-major or MN-major tiles in its own swizzled layout (Swizzle128Tile); the CUDA-core
+// kernel reads 16-byte vectors along either dimension (PaddedTile).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,23 @@ struct Swizzle128Tile {
     const int block = e / kBlockElems, chunk = (e % kBlockElems) / kChunkElems;
     return (block * kLines + line) * kBlockElems + (chunk ^ (line % 8)) * kChunkElems +
            e % kChunkElems;
+  }
+};
+
+// Lines of kLineElems elements, each padded by one 16-byte chunk (the CUDA-core kernel's stages,
+// gemm_tiled.cuh): unswizzled, so that a thread's reads sit at fixed offsets from one address,
+// and with the padding, consecutive lines' chunks at one offset fall in distinct banks (lines of
+// 16 or 32 words are 20 or 36 words apart: eight of them cover all 32 banks).
+template <typename T, int kLines_, int kLineElems_>
+struct PaddedTile {
+  static constexpr int kLines = kLines_, kLineElems = kLineElems_;
+  static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kLineStride = kLineElems + kChunkElems;
+  static constexpr int kElems = kLines * kLineStride;
+  static_assert(kLineElems % kChunkElems == 0, "lines of whole 16-byte chunks");
+
+  __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
+    return line * kLineStride + e;
   }
 };
 
