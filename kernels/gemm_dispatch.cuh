@@ -34,7 +34,8 @@ enum TileRole : int {
                 // blocks per SM) with this tile
   kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
   kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
-  kSmall = 3,   // outputs too small to fill the GPU, with K too short to split
+  kSmall = 3,   // outputs too small to fill the GPU, with K too short to split (and, where the
+                // family says kNarrowOnSmallTile, outputs narrower than the medium tile)
 };
 
 // Calls f(std::bool_constant<value>{}) for a run-time bool.
@@ -115,6 +116,10 @@ struct ExactFloatFamily {
   using FallbackTiles = Tiles;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
+  // Outputs narrower than 256 columns or 128 rows (smallK's backward products, 32768 x 64 and
+  // 64 x 32768) take the small tile: the medium one would leave up to 3/4 of its columns empty
+  // (smallK forward+backward 0.49x torch).
+  static constexpr bool kNarrowOnSmallTile = true;
   static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
   static constexpr int kMediumBlocksPerSm = 1;      // ... one block per SM (66 slices of largeK: 0.87x
                                                     // torch, against 0.85x with 132)
@@ -163,6 +168,7 @@ struct MmaFamily {
   using FallbackTiles = typename MmaTileTable<Math>::FallbackTiles;
   static constexpr const char* kName = Math::kName;
   static constexpr int kLargeMinWaves = 1;  // the large tile pays from one block per SM
+  static constexpr bool kNarrowOnSmallTile = false;
   static constexpr bool kSplitOnLargeTile = false;
   static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
   static constexpr bool kTransposesRowMajorProducts = false;
@@ -242,6 +248,7 @@ struct WgmmaFamily {
   using FallbackTiles = typename WgmmaTileTable<Input>::FallbackTiles;
   static constexpr const char* kName = WgmmaTileTable<Input>::kName;
   static constexpr int kLargeMinWaves = 1;
+  static constexpr bool kNarrowOnSmallTile = false;
   // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
   // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
   static constexpr bool kSplitOnLargeTile = true;
@@ -434,6 +441,10 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
                " block(s) each or more)";
+  } else if (Family::kNarrowOnSmallTile && (p.m < info(kMedium).bm || p.n < info(kMedium).bn) &&
+             blocks(kSmall) >= num_sms) {
+    plan.tile = kSmall;
+    plan.why = "narrow output (fewer rows or columns than the medium tile): the small tile wastes less";
   } else if (blocks(kMedium) >= num_sms) {
     plan.tile = kMedium;
     plan.why = "medium output: the medium tile still fills every SM";
@@ -582,7 +593,7 @@ std::string describe_family(const GemmProblem& problem, const DeviceLimits& devi
 // at least a tile wide and tall that fill the GPU (both libraries sum them along K in one pass)
 // or whose K is long enough to be split for accuracy. Elsewhere 3xTF32: small outputs, where
 // cuBLAS splits K and one sequential sum was 2-3.5x less accurate, and narrow ones, where the
-// exact kernel's 128-wide tiles run half empty. Below kMin3xTf32K the exact kernel again: 3xTF32's
+// exact kernel's wide tiles run partly empty. Below kMin3xTf32K the exact kernel again: 3xTF32's
 // dropped small x small product and truncated tensor-core sums do not average out over so few
 // products.
 constexpr int64_t kMin3xTf32K = 32;

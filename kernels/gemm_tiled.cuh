@@ -55,13 +55,12 @@ struct TransposingLoader {
   static constexpr int kStageElems = (Tile::kElems + 255) / 256 * 256;  // 1024-byte multiples, as StageLoader
 
   float staged[kPasses][kChunkPairs][4];
-  const float* base;  // the matrix
-  const float* ptr;   // this thread's first chunk of the next tile
+  const float* ptr;  // this thread's first chunk of the next tile
   int64_t ld;
-  int line, chunk;    // this thread's first line and chunk within a tile
+  int line, chunk;   // this thread's first line and chunk within a tile
 
-  __device__ __forceinline__ void start(const float* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
-    base = base_;
+  // The operand's matrix at base with leading dimension ld; its first tile at (x0, k0).
+  __device__ __forceinline__ void start(const float* base, int64_t ld_, int64_t x0, int64_t k0, int tid) {
     ld = ld_;
     line = tid / 2;
     chunk = tid % 2;

@@ -172,9 +172,12 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     a, b = operands(4096, 4096, 4096, "tn", torch.float32, "cuda")
     text = tiledmm.explain(a, b, precision="ieee")
     assert "a: column-major" in text and "b: row-major" in text and "read in place" in text
-    assert "128x256x8" in text and "16-byte vectors" in text and "why: large output" in text
+    assert "128x256x32" in text and "16-byte loads" in text and "why: large output" in text
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
-    assert "one element at a time" in tiledmm.explain(*odd, precision="ieee")
+    assert "element loads" in tiledmm.explain(*odd, precision="ieee")
+    # A narrow output (smallK's backward products) takes the small tile rather than a 256-wide one.
+    narrow_exact = operands(32768, 4096, 64, "nn", torch.float32, "cuda")
+    assert "64x64x16" in tiledmm.explain(*narrow_exact, precision="ieee")
     assert "element-wise cp.async" in tiledmm.explain(*odd, precision="3xtf32")
     text = tiledmm.explain(a, b, precision="3xtf32")
     assert "precision: 3xtf32 (requested)" in text and "3xTF32 tensor cores" in text
