@@ -30,7 +30,8 @@ struct TiledTile {
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
   static constexpr int kLanesM = WTM / TM, kLanesN = WTN / TN;  // a warp's lanes: kLanesM x kLanesN
-  static_assert(kLanesM * kLanesN == 32 && WTM % TM == 0 && WTN % TN == 0, "the lanes must tile the warp tile");
+  static_assert(kLanesM * kLanesN == 32 && WTM % TM == 0 && WTN % TN == 0,
+                "the lanes must tile the warp tile");
   static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "16-byte loads, four k steps a round");
 };
 
@@ -50,9 +51,10 @@ struct TransposingLoader {
   using Tile = TiledStage<BX, BK>;
   static constexpr int kChunksPerLine = BK / 4, kLinesPerPass = kThreads / 2;
   static constexpr int kPasses = BX / kLinesPerPass, kChunkPairs = kChunksPerLine / 2;
-  static_assert(BX % kLinesPerPass == 0 && kChunksPerLine % 2 == 0, "threads must cover the tile in pairs of chunks");
+  static_assert(BX % kLinesPerPass == 0 && kChunksPerLine % 2 == 0,
+                "threads must cover the tile in pairs of chunks");
   static_assert(Tile::kLineStride % 32 == 4, "the stores' bank pattern above");
-  static constexpr int kStageElems = (Tile::kElems + 255) / 256 * 256;  // 1024-byte multiples, as StageLoader
+  static constexpr int kStageElems = whole_kib_elems<float>(Tile::kElems);  // as StageLoader's
 
   float staged[kPasses][kChunkPairs][4];
   const float* ptr;  // this thread's first chunk of the next tile
@@ -78,7 +80,8 @@ struct TransposingLoader {
         const bool line_ok = line + p * kLinesPerPass < x_left;
         const float* src = ptr + p * kLinesPerPass * ld + 8 * i;
         if constexpr (kVec) {
-          const float4 v = line_ok && k < k_left ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+          const float4 v =
+              line_ok && k < k_left ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
           staged[p][i][0] = v.x, staged[p][i][1] = v.y, staged[p][i][2] = v.z, staged[p][i][3] = v.w;
         } else {
 #pragma unroll
@@ -103,8 +106,9 @@ struct TransposingLoader {
 // (its lines are the stage's), a transposing one otherwise. (Column-major B copied straight into
 // k-major stages and read 4 k of one column per load measured slower: bench/NOTES.md.)
 template <class Tile, int BX, LoadMode kMode, bool kAlongK>
-using TiledLoader = std::conditional_t<kAlongK, TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>,
-                                       StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
+using TiledLoader =
+    std::conditional_t<kAlongK, TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>,
+                       StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
 
 // The loaders of a tile and layout; a block's shared memory holds kStages stages of A, then of B.
 template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
@@ -128,11 +132,26 @@ struct LaneSlice {
 
   // f[s][r]: the operand at (x0 + step(4 g + r), k0 + s) for s < 4, x0 the lane's first index.
   template <class Stage>
-  __device__ __forceinline__ static void load_group(const float* stage, int x0, int k0, int g, float (&f)[4][4]) {
+  __device__ __forceinline__ static void load_group(const float* stage, int x0, int k0, int g,
+                                                    float (&f)[4][4]) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       const float4 v = *reinterpret_cast<const float4*>(stage + Stage::offset(k0 + s, x0 + step(4 * g)));
       f[s][0] = v.x, f[s][1] = v.y, f[s][2] = v.z, f[s][3] = v.w;
+    }
+  }
+
+  // f[s][i]: the operand at (x0 + step(i), k0 + s) for s < 4: every group.
+  template <class Stage>
+  __device__ __forceinline__ static void load(const float* stage, int x0, int k0, float (&f)[4][TX]) {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      float group[4][4];
+      load_group<Stage>(stage, x0, k0, g, group);
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) f[s][4 * g + r] = group[s][r];
     }
   }
 };
@@ -179,15 +198,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 #pragma unroll
           for (int k0 = 0; k0 < BK; k0 += 4) {
             float bf[4][TN];
-#pragma unroll
-            for (int g = 0; g < BSlice::kGroups; ++g) {
-              float group[4][4];
-              BSlice::template load_group<BStage>(bs, b_x0, k0, g, group);
-#pragma unroll
-              for (int s = 0; s < 4; ++s)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) bf[s][4 * g + r] = group[s][r];
-            }
+            BSlice::template load<BStage>(bs, b_x0, k0, bf);
 #pragma unroll
             for (int g = 0; g < ASlice::kGroups; ++g) {
               float af[4][4];
@@ -219,7 +230,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         const int64_t col = n0 + b_x0 + BSlice::step(j);
         if (vec_out) {
           if (col < args.n)
-            *reinterpret_cast<float4*>(out + col) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+            *reinterpret_cast<float4*>(out + col) =
+                make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
         } else {
 #pragma unroll
           for (int v = 0; v < 4; ++v)

@@ -72,6 +72,14 @@ struct PaddedTile {
   }
 };
 
+// Elements of a stage holding `elems` elements of T, rounded up to whole 1024 bytes (the
+// swizzle atom's alignment, which the next stage needs).
+template <typename T>
+constexpr int whole_kib_elems(int elems) {
+  constexpr int kKib = 1024 / static_cast<int>(sizeof(T));
+  return (elems + kKib - 1) / kKib * kKib;
+}
+
 // How global memory reaches a stage.
 enum class LoadMode : int {
   kVector = 0,   // 16-byte cp.async: the operand is 16-byte aligned (base, ld, extents)
@@ -219,10 +227,8 @@ struct StageLoader {
 
   static constexpr int kStageTiles = kStageTiles_;
   static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
-  // A stage's elements: its tiles and side slots, in whole 1024 bytes (the swizzle atom's
-  // alignment, which the next stage needs).
-  static constexpr int kStageElems =
-      (kStageTiles * Tile::kElems + kSideElems + 1024 / sizeof(T) - 1) / (1024 / sizeof(T)) * (1024 / sizeof(T));
+  // A stage's elements: its tiles and side slots, in whole 1024 bytes.
+  static constexpr int kStageElems = whole_kib_elems<T>(kStageTiles * Tile::kElems + kSideElems);
   // Work on a tile's copies once they have landed, before the barrier that publishes it (finish):
   // kWindowed shifts them into place.
   static constexpr bool kFinishesInPlace = kWindowed;

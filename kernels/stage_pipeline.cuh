@@ -45,7 +45,8 @@ __device__ __forceinline__ void multiply_k_tiles(ALoader& a_loader, BLoader& b_l
       b_loader.fetch(b_stages + next_stage * kBElems, n_left, k_len - next * BK);
     }
     ptx::cp_async_commit();
-    multiply(static_cast<const T*>(a_stages + stage * kAElems), static_cast<const T*>(b_stages + stage * kBElems));
+    multiply(static_cast<const T*>(a_stages + stage * kAElems),
+             static_cast<const T*>(b_stages + stage * kBElems));
     // kStaged loaders: the registers of the next tile's loads go into its stage after the math.
     if (next < k_tiles) {
       a_loader.deposit(a_stages + next_stage * kAElems);
