@@ -104,16 +104,22 @@ void launch_with_smem(const Args& args, dim3 grid, cudaStream_t stream) {
 }
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
-// items 63-66): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
-// SM (the 8 x 8 tiles that allow two spill at 128 registers). BK = 32 on large outputs and short
-// K (nn.Linear's x @ W^T 0.83x torch against 0.76x at BK = 16); BK = 16 for split K (largeK
-// 0.87x against 0.83x).
+// items 63-66, 69): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
+// SM (8 x 8 sub-tiles at two blocks per SM spill at 128 registers; 128 x 128 tiles of 4 warps at
+// two blocks per SM measured slower). Operands contiguous along K are transposed by 4-byte
+// cp.async copies (nn.Linear's x @ W^T 0.87x torch, against 0.78x through registers, whose
+// 128 x 256 x 32 kernels spill), except on the short-K tile (smallK 1.14x against 1.11x). BK = 32
+// on large aligned outputs and short K; BK = 16 for split K (largeK 0.91x against 0.85x) and
+// without 16-byte alignment (irregular 0.96x against 0.93x).
 struct ExactFloatFamily {
   using T = float;
   using Acc = float;
-  using Tiles = std::tuple<TiledTile<128, 256, 32, 4, 2, 8, 16, 3>, TiledTile<128, 256, 16, 4, 2, 8, 16, 3>,
-                           TiledTile<128, 256, 32, 4, 2, 8, 16, 3>, TiledTile<64, 64, 16, 2, 2, 8, 4, 3, 4>>;
-  using FallbackTiles = Tiles;
+  using Wide = TiledTile<128, 256, 32, 4, 2, 8, 16, 3, 1, true>;
+  using Deep = TiledTile<128, 256, 16, 4, 2, 8, 16, 3, 1, true>;  // BK = 16
+  using Registers = TiledTile<128, 256, 32, 4, 2, 8, 16, 3>;       // transposing through registers
+  using Small = TiledTile<64, 64, 16, 2, 2, 8, 4, 3, 4, true>;
+  using Tiles = std::tuple<Wide, Deep, Registers, Small>;  // large, medium, short K, small
+  using FallbackTiles = std::tuple<Deep, Deep, Registers, Small>;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
   // Outputs narrower than 256 columns or 128 rows (smallK's backward products, 32768 x 64 and
@@ -139,14 +145,16 @@ struct ExactFloatFamily {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kStages << "-stage pipeline ("
-      << smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks << " block(s) per SM";
+      << smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks
+      << " block(s) per SM; operands contiguous along k transposed "
+      << (Tile::kAsyncTranspose ? "by 4-byte cp.async copies" : "through registers");
   }
   static const char* load_text(bool vec) {
-    return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B), through registers "
-                 "and transposed for one contiguous along k"
+    return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B); one contiguous "
+                 "along k transposed into the stage (as the tile line says)"
                : "element loads (no 16-byte alignment): cp.async by a warp's runs of consecutive elements for "
-                 "an operand contiguous along m (A) or n (B), through registers and transposed for one "
-                 "contiguous along k";
+                 "an operand contiguous along m (A) or n (B); one contiguous along k transposed into the "
+                 "stage (as the tile line says)";
   }
   template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem& p) {

@@ -5,7 +5,8 @@
 // kStages shared-memory stages (stage_pipeline.cuh). Stages hold both operands x-major (lines of
 // BX along m for A, n for B, padded: PaddedTile): an operand whose unit stride is along x
 // (column-major A, row-major B) is copied straight in by cp.async; one whose unit stride is
-// along k is transposed on the way, through registers (TransposingLoader). Every k step adds the
+// along k is transposed on the way, by 4-byte cp.async copies (AsyncTransposingLoader) or
+// through registers (TransposingLoader), as the tile says. Every k step adds the
 // outer product of TM values of A and TN values of B to the sub-tile, one fused multiply-add per
 // output in k order (the exact float32 sum), the values read by 16-byte shared-memory loads.
 // Loads are predicated against the matrix extent and zero-filled beyond it, so any shape works;
@@ -22,11 +23,13 @@
 namespace tiledmm {
 
 // kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
+// kAsyncTranspose: operands contiguous along K transposed by cp.async copies, not registers.
 template <int BM_, int BN_, int BK_, int kWarpsM_, int kWarpsN_, int TM_, int TN_, int kStages_,
-          int kMinBlocks_ = 1>
+          int kMinBlocks_ = 1, bool kAsyncTranspose_ = false>
 struct TiledTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_;
   static constexpr int TM = TM_, TN = TN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
+  static constexpr bool kAsyncTranspose = kAsyncTranspose_;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
   static constexpr int kLanesM = WTM / TM, kLanesN = WTN / TN;  // a warp's lanes: kLanesM x kLanesN
@@ -40,9 +43,10 @@ template <int BX, int BK>
 using TiledStage = PaddedTile<float, BK, BX>;
 
 // Copies a k-major operand's BX x BK tiles (row-major A, column-major B: lines along k in
-// memory) into x-major stages, through registers: cp.async cannot scatter a chunk's elements over
-// four lines. fetch() loads this thread's chunks into registers and deposit() stores them
-// transposed after the current tile's math (stage_pipeline.cuh). Thread t loads the 4-element
+// memory) into x-major stages, through registers: a 16-byte load's four elements go to four
+// lines (AsyncTransposingLoader copies 4 bytes at a time instead). fetch() loads this thread's
+// chunks into registers and deposit() stores them transposed after the current tile's math
+// (stage_pipeline.cuh). Thread t loads the 4-element
 // chunks 2 i + t % 2 of line t / 2 (and of the lines kThreads / 2 further on): a warp's load
 // reads 16 lines x 32 bytes (whole sectors), and its store of element v writes 16 consecutive x
 // at two k lines 4 (BX + 4) words apart, 16 banks apart: 32 distinct banks.
@@ -102,13 +106,66 @@ struct TransposingLoader {
   }
 };
 
+// Copies a k-major operand's BX x BK tiles into x-major stages by 4-byte cp.async (no registers,
+// no store after the math), one element per copy. A warp's copy covers 4 lines x 8 consecutive k
+// (lane l: line l / 8, k l % 8): it reads 4 whole 32-byte sectors, and with stage lines BX + 4
+// words long it writes bank 4 (l % 8) + l / 8 + const: 32 distinct banks. Warp w copies the line
+// groups w, w + kWarps, ... at every 8 k of the tile. Any alignment (4-byte copies).
+template <int BX, int BK, int kThreads>
+struct AsyncTransposingLoader {
+  using Tile = TiledStage<BX, BK>;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kGroupLines = 4 * kWarps;  // lines between a thread's line groups
+  static constexpr int kLineGroups = BX / kGroupLines, kKGroups = BK / 8;
+  static_assert(BX % kGroupLines == 0 && BK % 8 == 0, "warps must cover the tile in 4 x 8 copies");
+  static_assert(Tile::kLineStride % 32 == 4, "the copies' bank pattern above");
+  static constexpr int kStageElems = whole_kib_elems<float>(Tile::kElems);
+
+  const float* base;  // the matrix: the source address of zero-filled copies
+  const float* ptr;   // this thread's first element of the next tile
+  int64_t ld;
+  int line, k;        // this thread's first line and its k within a tile
+
+  __device__ __forceinline__ void start(const float* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
+    base = base_;
+    ld = ld_;
+    line = 4 * (tid / 32) + tid % 32 / 8;
+    k = tid % 8;
+    ptr = base + (x0 + line) * ld + k0 + k;
+  }
+
+  // x_left, k_left: the matrix extent left from the tile's origin; zeros beyond it.
+  __device__ __forceinline__ void fetch(float* stage, int64_t x_left, int64_t k_left) {
+    auto copy = [&](auto checked) {
+#pragma unroll
+      for (int j = 0; j < kLineGroups; ++j) {
+        const bool line_ok = !checked || line + kGroupLines * j < x_left;
+        const float* src = ptr + kGroupLines * j * ld;
+#pragma unroll
+        for (int i = 0; i < kKGroups; ++i) {
+          const bool ok = !checked || (line_ok && k + 8 * i < k_left);
+          float* dst = stage + Tile::offset(k + 8 * i, line + kGroupLines * j);
+          ptx::cp_async<4>(dst, ok ? src + 8 * i : base, ok);
+        }
+      }
+    };
+    if (x_left >= BX && k_left >= BK) copy(std::false_type{});
+    else copy(std::true_type{});
+    ptr += BK;
+  }
+  __device__ __forceinline__ void deposit(float*) const {}
+};
+
 // The loader of one operand: cp.async copies straight in for one whose unit stride is along x
-// (its lines are the stage's), a transposing one otherwise. (Column-major B copied straight into
-// k-major stages and read 4 k of one column per load measured slower: bench/NOTES.md.)
+// (its lines are the stage's), a transposing one otherwise (the tile's choice: registers were
+// faster only at short K, bench/NOTES.md item 69). (Column-major B copied straight into k-major
+// stages and read 4 k of one column per load measured slower: item 65.)
 template <class Tile, int BX, LoadMode kMode, bool kAlongK>
-using TiledLoader =
-    std::conditional_t<kAlongK, TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>,
-                       StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
+using TiledLoader = std::conditional_t<
+    kAlongK,
+    std::conditional_t<Tile::kAsyncTranspose, AsyncTransposingLoader<BX, Tile::BK, Tile::kThreads>,
+                       TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>>,
+    StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
 
 // The loaders of a tile and layout; a block's shared memory holds kStages stages of A, then of B.
 template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
