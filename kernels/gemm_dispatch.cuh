@@ -131,7 +131,8 @@ struct ExactFloatFamily {
                                                     // torch, against 0.85x with 132)
   static constexpr bool kTransposesRowMajorProducts = false;
   // Without 16-byte alignment: element copies, each cp.async instruction a warp's run of
-  // consecutive elements (no bank conflicts); element loads into registers where transposed.
+  // consecutive elements (no bank conflicts); operands contiguous along K are copied 4 bytes at a
+  // time anyway, or (the register-transposing tile) loaded element by element.
   static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWarpElement; }
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
@@ -146,15 +147,17 @@ struct ExactFloatFamily {
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kStages << "-stage pipeline ("
       << smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks
-      << " block(s) per SM; operands contiguous along k transposed "
-      << (Tile::kAsyncTranspose ? "by 4-byte cp.async copies" : "through registers");
+      << " block(s) per SM";
+    if (p.a.row_major || !p.b.row_major)  // an operand contiguous along k
+      s << "; operands contiguous along k transposed "
+        << (Tile::kAsyncTranspose ? "by 4-byte cp.async copies" : "through registers");
   }
   static const char* load_text(bool vec) {
     return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B); one contiguous "
-                 "along k transposed into the stage (as the tile line says)"
+                 "along k is transposed into its stage on the way"
                : "element loads (no 16-byte alignment): cp.async by a warp's runs of consecutive elements for "
-                 "an operand contiguous along m (A) or n (B); one contiguous along k transposed into the "
-                 "stage (as the tile line says)";
+                 "an operand contiguous along m (A) or n (B); one contiguous along k is transposed into its "
+                 "stage on the way";
   }
   template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem& p) {

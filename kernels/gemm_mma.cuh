@@ -5,9 +5,9 @@
 // stages (stage_pipeline.cuh): while the warps multiply stage t, cp.async copies of tiles
 // t+1 .. t+kStages-1 are in flight (one barrier per tile). Stages keep each operand's global
 // layout (stage_loader.cuh); fragments come out of them by ldmatrix (transposing where the
-// layout needs it) or, for 32-bit-across-lines and float64 fragments, by scalar loads. Loads are predicated against the
-// matrix extent and zero-filled beyond it, so any shape and any leading dimension works without
-// padding copies.
+// layout needs it) or, for 32-bit-across-lines and float64 fragments, by scalar loads. Loads are
+// predicated against the matrix extent and zero-filled beyond it, so any shape and any leading
+// dimension works without padding copies.
 #pragma once
 
 #include <cstdint>

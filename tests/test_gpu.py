@@ -173,6 +173,13 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     text = tiledmm.explain(a, b, precision="ieee")
     assert "a: column-major" in text and "b: row-major" in text and "read in place" in text
     assert "128x256x32" in text and "16-byte loads" in text and "why: large output" in text
+    assert "transposed by" not in text and "transposed through" not in text  # nothing contiguous along k
+    # nn.Linear's layout (both operands contiguous along k) copies them transposed; short K keeps
+    # the registers.
+    linear = operands(4096, 4096, 4096, "nt", torch.float32, "cuda")
+    assert "transposed by 4-byte cp.async copies" in tiledmm.explain(*linear, precision="ieee")
+    short_k = operands(4096, 64, 4096, "nn", torch.float32, "cuda")
+    assert "transposed through registers" in tiledmm.explain(*short_k, precision="ieee")
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
     assert "element loads" in tiledmm.explain(*odd, precision="ieee")
     # A narrow output (smallK's backward products) takes the small tile rather than a 256-wide one.
