@@ -3,11 +3,12 @@
 For each problem, dtype and (for float32) precision, forward (C = A @ B) and forward+backward
 (also dA and dB): the time
 (CUDA events around each of --reps runs queued back to back after warm-up, torch and tiledmm
-taking turns, the median; optionally
+taking turns, the median, with the quartiles as its spread; optionally
 with a cold L2, or with the host's launch latency in each run: --serialize), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
-forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json and
-prints a table. Without a GPU it runs a small CPU comparison instead.
+forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json (an
+earlier file of that name from another commit is kept, renamed <device>-<date>-<its commit>.json)
+and prints a table. Without a GPU it runs a small CPU comparison instead.
 """
 
 import argparse
@@ -23,7 +24,8 @@ import torch
 import tiledmm
 
 from .problems import CPU_PROBLEMS, PROBLEMS
-from .timing import L2Flush, median_ms_each, rel_err, torch_precision
+from .report import spread_pct
+from .timing import L2Flush, quartiles, rel_err, times_ms_each, torch_precision
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # float32 precisions. torch runs its float32-accurate default for all but "tf32", where it runs TF32.
@@ -69,14 +71,16 @@ def measure(problem, dtype, precision, passes, device, args, flush):
                 runs[impl] = lambda fn=fn: torch.autograd.grad(fn(a, b), (a, b), grad)
                 errs[impl] = max(rel_err(g, r) for g, r in zip(runs[impl](), refs))
         # torch and tiledmm take turns, on the same inputs.
-        times = median_ms_each(runs, device, args.warmup, args.reps, flush, args.serialize)
-        for impl, ms in times.items():
+        times = times_ms_each(runs, device, args.warmup, args.reps, flush, args.serialize)
+        stats = {impl: quartiles(t) for impl, t in times.items()}
+        for impl, (q1, ms, q3) in stats.items():
             row = dict(problem=problem.name, m=problem.m, k=problem.k, n=problem.n, layout=problem.layout,
                        dtype=str(dtype).removeprefix("torch."), precision=precision, impl=impl,
-                       ms=round(ms, 5), tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{errs[impl]:.3e}"))
+                       ms=round(ms, 5), ms_q1=round(q1, 5), ms_q3=round(q3, 5),
+                       tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{errs[impl]:.3e}"))
             row["pass"] = pass_
             if impl == "tiledmm":
-                row["speedup"] = round(times["torch"] / ms, 3)
+                row["speedup"] = round(stats["torch"][1] / ms, 3)
             rows.append(row)
         a.requires_grad_(False)
         b.requires_grad_(False)
@@ -84,13 +88,36 @@ def measure(problem, dtype, precision, passes, device, args, flush):
 
 
 def table(rows):
+    """The tiledmm rows beside torch's, with the spread of the two (report.spread_pct)."""
     lines = [f"{'problem':10s} {'dtype':9s} {'precision':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
-             f"{'TFLOP/s':>8s} {'err tiledmm':>12s} {'err torch':>10s}"]
+             f"{'spread':>7s} {'TFLOP/s':>8s} {'err tiledmm':>12s} {'err torch':>10s}"]
     for t in (r for r in rows if r["impl"] == "tiledmm"):
         ref = next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in ("problem", "dtype", "precision", "pass")))
+        spread = spread_pct(t, ref)
         lines.append(f"{t['problem']:10s} {t['dtype']:9s} {t['precision']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
-                     f"{t['speedup']:7.2f}x {t['tflops']:8.2f} {t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
+                     f"{t['speedup']:7.2f}x {spread:6.1f}% {t['tflops']:8.2f} {t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
     return "\n".join(lines)
+
+
+def keep_earlier_run(path, commit_):
+    """A results file already at path from another commit (a second run on the same day) is kept,
+    renamed with its commit (and so is its chart, path's .png); one from the same commit is
+    replaced. Returns the new name, or None."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f).get("commit", "unknown")
+    except (OSError, ValueError):
+        return None
+    if earlier == commit_:
+        return None
+    stem = path.removesuffix(".json")
+    kept = f"{stem}-{re.sub(r'[^A-Za-z0-9]+', '-', earlier)}"
+    if os.path.exists(kept + ".json"):  # kept by an earlier run already
+        return None
+    for suffix in (".json", ".png"):
+        if os.path.exists(stem + suffix):
+            os.replace(stem + suffix, kept + suffix)
+    return kept + ".json"
 
 
 def commit():
@@ -150,6 +177,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     path = os.path.join(args.out, f"{slug}-{result['date']}.json")
+    kept = keep_earlier_run(path, result["commit"])
+    if kept:
+        print(f"an earlier run of another commit was at {path}: kept as {kept}")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
     print(table(rows))

@@ -30,21 +30,30 @@ def pairs(result, pass_="fwd"):
         yield t, next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in same))
 
 
+def spread_pct(*rows):
+    """The widest interquartile range of the rows' times, in % of each one's median: a speedup
+    closer to 1 than this is noise. None for results from before the quartiles were recorded."""
+    if not all("ms_q1" in r for r in rows):
+        return None
+    return max(100.0 * (r["ms_q3"] - r["ms_q1"]) / r["ms"] for r in rows)
+
+
 def markdown(result):
     lines = [
         f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
         f"{', cold L2' if result.get('cold_l2') else ''}"
         f"{', each run synchronized (host launch latency included)' if result.get('timing') == 'serialized' else ''}:",
         "",
-        "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | tiledmm TFLOP/s | error tiledmm | error torch |",
-        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | spread | tiledmm TFLOP/s | error tiledmm | error torch |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for pass_ in ("fwd", "fwd+bwd"):
         for t, ref in pairs(result, pass_):
+            spread = spread_pct(t, ref)
             lines.append(
                 f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {t['precision']} | {pass_} | "
-                f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {t['tflops']:.1f} | "
-                f"{t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
+                f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {'' if spread is None else f'{spread:.1f}%'} | "
+                f"{t['tflops']:.1f} | {t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
             )
     return "\n".join(lines)
 

@@ -18,10 +18,10 @@ class L2Flush:
         self.buffer.fill_(1.0)
 
 
-def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
-    """Median time in milliseconds of each function of runs ({name: fn}) over reps runs after
-    warm-up, the functions taking turns so that each sees the same GPU conditions (clocks, power,
-    the L2 of the others' runs); a host clock on the CPU.
+def times_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
+    """The reps times in milliseconds of each function of runs ({name: fn}) after warm-up, the
+    functions taking turns so that each sees the same GPU conditions (clocks, power, the L2 of the
+    others' runs); a host clock on the CPU.
 
     On the GPU a pair of CUDA events brackets each run. By default the runs are queued back to
     back with one synchronization at the end, so the host enqueues ahead of the GPU and each time
@@ -39,7 +39,7 @@ def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
                 start = time.perf_counter()
                 fn()
                 times[name].append((time.perf_counter() - start) * 1e3)
-        return {name: statistics.median(t) for name, t in times.items()}
+        return times
     torch.cuda.synchronize()
     events = {name: [] for name in runs}
     for _ in range(reps):
@@ -54,7 +54,21 @@ def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
             if serialize:
                 end.synchronize()
     torch.cuda.synchronize()
-    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
+    return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+
+
+def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
+    """The median of times_ms_each's times for each function."""
+    times = times_ms_each(runs, device, warmup, reps, flush, serialize)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def quartiles(times):
+    """The first quartile, median and third quartile of a list of times (one time: itself)."""
+    if len(times) < 2:
+        return times[0], times[0], times[0]
+    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return q1, median, q3
 
 
 def rel_err(out, ref):
