@@ -48,3 +48,6 @@ def test_a_second_run_on_the_same_day_keeps_another_commits_results(tmp_path):
     assert json.loads(kept.read_text())["commit"] == "aaa1111"
     assert (tmp_path / f"{first.stem}-aaa1111.png").read_bytes() == b"chart"
     assert json.loads(first.read_text())["commit"] == "bbb2222"
+    run_bench(tmp_path, "ccc3333")  # keeps bbb2222's run beside aaa1111's
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(
+        [first.name, f"{first.stem}-aaa1111.json", f"{first.stem}-bbb2222.json"])

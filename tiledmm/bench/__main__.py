@@ -102,7 +102,8 @@ def table(rows):
 def keep_earlier_run(path, commit_):
     """A results file already at path from another commit (a second run on the same day) is kept,
     renamed with its commit (and so is its chart, path's .png); one from the same commit is
-    replaced. Returns the new name, or None."""
+    replaced (here or under that name: the latest run of a commit is the one kept). Returns the
+    new name, or None."""
     try:
         with open(path) as f:
             earlier = json.load(f).get("commit", "unknown")
@@ -111,9 +112,7 @@ def keep_earlier_run(path, commit_):
     if earlier == commit_:
         return None
     stem = path.removesuffix(".json")
-    kept = f"{stem}-{re.sub(r'[^A-Za-z0-9]+', '-', earlier)}"
-    if os.path.exists(kept + ".json"):  # kept by an earlier run already
-        return None
+    kept = f"{stem}-{re.sub(r'[^A-Za-z0-9]+', '-', earlier)}"  # replaces an older run of that commit
     for suffix in (".json", ".png"):
         if os.path.exists(stem + suffix):
             os.replace(stem + suffix, kept + suffix)
