@@ -41,10 +41,12 @@ constexpr int mma_smem_bytes() {
 template <typename T, bool kAlongK>
 constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
-// The A fragment of the M x K instruction tile at (m_base, k_base) of a stage.
+// The A fragment of the M x K instruction tile at rows m0 + dm, k dk of a stage: m0 is this
+// warp's (run-time), dm and dk are the unrolled loops' constants (swizzled_offset keeps them out
+// of the swizzle).
 template <class Math, class Stage, bool kAlongK>
 __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
-    const typename Math::T* stage, int m_base, int k_base, int lane) {
+    const typename Math::T* stage, int m0, int dm, int dk, int lane) {
   using T = typename Math::T;
   Fragment<typename Math::Reg, Math::kARegs> f;
   if constexpr (kUseLdmatrix<T, kAlongK>) {
@@ -52,18 +54,19 @@ __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
     // Lane 8j + r addresses line r of matrix j.
     const int j = lane / 8, r = lane % 8;
     if constexpr (kAlongK) {
-      ptx::ldmatrix_x4<false>(f.r, stage + Stage::offset(m_base + r + 8 * (j % 2),
-                                                         k_base + Stage::kChunkElems * (j / 2)));
+      ptx::ldmatrix_x4<false>(
+          f.r, stage + swizzled_offset<Stage>(m0 + r + 8 * (j % 2), dm, Stage::kChunkElems * (j / 2), dk));
     } else {
-      ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j / 2), m_base + 8 * (j % 2)));
+      ptx::ldmatrix_x4<true>(f.r, stage + swizzled_offset<Stage>(r + 8 * (j / 2), dk, m0 + 8 * (j % 2), dm));
     }
   } else {
     static_assert(sizeof(T) == sizeof(typename Math::Reg), "one element per register");
     const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
     for (int i = 0; i < Math::kARegs; ++i) {
-      const int m = m_base + g + 8 * (i % 2), k = k_base + t4 + (Math::K / 2) * (i / 2);
-      const T v = stage[kAlongK ? Stage::offset(m, k) : Stage::offset(k, m)];
+      const int di = 8 * (i % 2), dki = dk + (Math::K / 2) * (i / 2);
+      const T v = stage[kAlongK ? swizzled_offset<Stage>(m0 + g, dm + di, t4, dki)
+                                : swizzled_offset<Stage>(t4, dki, m0 + g, dm + di)];
       if constexpr (sizeof(T) == 4) f.r[i] = __float_as_uint(v);
       else f.r[i] = v;
     }
@@ -71,21 +74,22 @@ __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
   return f;
 }
 
-// The B fragments of two adjacent K x 8 instruction tiles at (k_base, n_base) and (k_base,
-// n_base + 8): registers [0, kBRegs) and [kBRegs, 2 kBRegs).
+// The B fragments of two adjacent K x 8 instruction tiles at columns n0 + dn and n0 + dn + 8, k dk
+// (n0 this warp's, dn and dk constants, as for load_a): registers [0, kBRegs) and
+// [kBRegs, 2 kBRegs).
 template <class Math, class Stage, bool kAlongK>
 __device__ __forceinline__ Fragment<typename Math::Reg, 2 * Math::kBRegs> load_b_pair(
-    const typename Math::T* stage, int n_base, int k_base, int lane) {
+    const typename Math::T* stage, int n0, int dn, int dk, int lane) {
   using T = typename Math::T;
   Fragment<typename Math::Reg, 2 * Math::kBRegs> f;
   if constexpr (kUseLdmatrix<T, kAlongK>) {
     // Matrices 0..3: k +0/+(one 16-byte chunk, or 8 rows when transposed), then n +0/+8.
     const int j = lane / 8, r = lane % 8;
     if constexpr (kAlongK) {
-      ptx::ldmatrix_x4<false>(f.r, stage + Stage::offset(n_base + r + 8 * (j / 2),
-                                                         k_base + Stage::kChunkElems * (j % 2)));
+      ptx::ldmatrix_x4<false>(
+          f.r, stage + swizzled_offset<Stage>(n0 + r + 8 * (j / 2), dn, Stage::kChunkElems * (j % 2), dk));
     } else {
-      ptx::ldmatrix_x4<true>(f.r, stage + Stage::offset(k_base + r + 8 * (j % 2), n_base + 8 * (j / 2)));
+      ptx::ldmatrix_x4<true>(f.r, stage + swizzled_offset<Stage>(r + 8 * (j % 2), dk, n0 + 8 * (j / 2), dn));
     }
   } else {
     const int g = lane / 4, t4 = lane % 4;
@@ -93,8 +97,9 @@ __device__ __forceinline__ Fragment<typename Math::Reg, 2 * Math::kBRegs> load_b
     for (int q = 0; q < 2; ++q)
 #pragma unroll
       for (int i = 0; i < Math::kBRegs; ++i) {
-        const int n = n_base + 8 * q + g, k = k_base + t4 + (Math::K / 2) * i;
-        const T v = stage[kAlongK ? Stage::offset(n, k) : Stage::offset(k, n)];
+        const int dnq = dn + 8 * q, dki = dk + (Math::K / 2) * i;
+        const T v = stage[kAlongK ? swizzled_offset<Stage>(n0 + g, dnq, t4, dki)
+                                  : swizzled_offset<Stage>(t4, dki, n0 + g, dnq)];
         if constexpr (sizeof(T) == 4) f.r[q * Math::kBRegs + i] = __float_as_uint(v);
         else f.r[q * Math::kBRegs + i] = v;
       }
@@ -166,10 +171,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         BOperand bf[NT];
 #pragma unroll
         for (int i = 0; i < MT; ++i)
-          af[i] = Math::prepare(load_a<Math, AStage, kARowMajor>(as, warp_m + i * M, kk, lane));
+          af[i] = Math::prepare(load_a<Math, AStage, kARowMajor>(as, warp_m, i * M, kk, lane));
 #pragma unroll
         for (int j = 0; j < NT; j += 2) {
-          const auto pair = load_b_pair<Math, BStage, !kBRowMajor>(bs, warp_n + j * 8, kk, lane);
+          const auto pair = load_b_pair<Math, BStage, !kBRowMajor>(bs, warp_n, j * 8, kk, lane);
           Fragment<typename Math::Reg, Math::kBRegs> lo, hi;
 #pragma unroll
           for (int r = 0; r < Math::kBRegs; ++r) {

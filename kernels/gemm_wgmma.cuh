@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
           ops.step[s] = Math::prepare(load_a<Math, typename ALoader::Tile, kARowMajor>(
-              a_stages + stage * kAStageElems, group * 64 + (warp % 4) * 16, s * kStep, tid % 32));
+              a_stages + stage * kAStageElems, group * 64 + (warp % 4) * 16, 0, s * kStep, tid % 32));
       }
     };
     auto issue_tile = [&](float (&acc)[BN / 2], const AOperands& ops, int stage, int64_t t) {

@@ -72,6 +72,34 @@ struct PaddedTile {
   }
 };
 
+// Tile::offset(line + dl, e + de) in a swizzled layout (SwizzledTile, Swizzle128Tile) for a
+// thread's own (line, e) and a constant (dl, de). Both permutations repeat every 8 lines and every
+// 128 bytes along a line, so only dl mod 8 and de mod 128 bytes go through one; the rest is a
+// fixed distance, added as an immediate. A thread's fragment loads or transposing stores then
+// share a few offsets, computed once, instead of each redoing the permutation (which also held a
+// register per load: float64's 128 x 128 tile spilled).
+template <class Tile>
+__host__ __device__ __forceinline__ constexpr int swizzled_offset(int line, int dl, int e, int de) {
+  constexpr int kRowElems = 8 * Tile::kChunkElems;
+  return Tile::offset(line + dl % 8, e + de % kRowElems) + Tile::offset(dl - dl % 8, de - de % kRowElems);
+}
+
+// swizzled_offset's premise, checked over every line and element of one tile and a range of
+// (dl, de), at compile time.
+template <class Tile>
+constexpr bool swizzle_repeats() {
+  for (int line = 0; line < 16; ++line)
+    for (int e = 0; e < Tile::kLineElems; e += 3)
+      for (int dl = 0; line + dl < Tile::kLines; dl += 3)
+        for (int de = 0; e + de < Tile::kLineElems; de += 5)
+          if (swizzled_offset<Tile>(line, dl, e, de) != Tile::offset(line + dl, e + de)) return false;
+  return true;
+}
+static_assert(swizzle_repeats<SwizzledTile<double, 24, 32>>() && swizzle_repeats<SwizzledTile<float, 24, 64>>() &&
+              swizzle_repeats<SwizzledTile<uint16_t, 24, 64>>() && swizzle_repeats<Swizzle128Tile<float, 24, 64>>() &&
+              swizzle_repeats<Swizzle128Tile<uint16_t, 24, 128>>(),
+              "swizzled layouts repeat every 8 lines and 128 bytes");
+
 // Elements of a stage holding `elems` elements of T, rounded up to whole 1024 bytes (the
 // swizzle atom's alignment, which the next stage needs).
 template <typename T>

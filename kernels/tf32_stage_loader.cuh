@@ -106,7 +106,7 @@ struct Tf32TransposeMap {
   template <bool kSplit>
   __device__ __forceinline__ void store(float* stage, int i, int e, float v) const {
     uint32_t* words = reinterpret_cast<uint32_t*>(stage);
-    const int offset = Tile::offset(x + chunk_x(i) + e, k + chunk_k(i));
+    const int offset = swizzled_offset<Tile>(x, chunk_x(i) + e, k, chunk_k(i));
     store_tf32_parts<kSplit>(words + offset, words + Tile::kElems + offset, v);
   }
 };
