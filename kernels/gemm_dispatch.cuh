@@ -237,7 +237,7 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
 };
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
-// 128 x 128 at most (four stages are 193 KiB). Short K too: smallK 1.32x torch on 128 x 128,
+// 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tile). Short K too: smallK 1.32x torch on 128 x 128,
 // 1.09x on 64 x 64 at two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
@@ -273,11 +273,16 @@ struct WgmmaFamily {
   // one: TF32 transA 0.68x torch against 0.60x, 3xTF32 1.87x against 1.78x), one elsewhere (two
   // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers). Not for BN 256:
   // its accumulators need more registers than a 512-thread block starts with. Element-wise
-  // copies (no 16-byte alignment) take two as well: four cp.async a chunk.
+  // copies (no 16-byte alignment) take two as well: four cp.async a chunk. 3xTF32's MN-major B
+  // stages hold a raw tile next to the big and small ones (64 KiB a stage at 128 x 128): three
+  // stages.
+  template <class Tile, bool kBRowMajor>
+  static constexpr int kLayoutStages = kBRowMajor && Input::kPromoteTiles > 0 ? 3 : Tile::kStages;
   template <class Tile, bool kBRowMajor, bool kVec>
   using LayoutTile = std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4 &&
                                             Tile::BN <= 128,
-                                        typename Tile::template WithProducers<2>, Tile>;
+                                        typename Tile::template WithProducers<2, kLayoutStages<Tile, kBRowMajor>>,
+                                        Tile>;
 
   // Without 16-byte alignment, 16-bit operands copy the aligned windows around each chunk (16-byte
   // cp.async, shifted into place once landed), where loads through registers exposed their
@@ -325,7 +330,9 @@ struct WgmmaFamily {
     int bytes = 0;
     with_bool(p.a.row_major, [&](auto a_row) {
       with_bool(p.b.row_major, [&](auto b_row) {
-        bytes = wgmma_smem_bytes<Input, Tile, mode(kVec), decltype(a_row)::value, decltype(b_row)::value>();
+        constexpr bool kBRowMajor = decltype(b_row)::value;
+        bytes = wgmma_smem_bytes<Input, LayoutTile<Tile, kBRowMajor, kVec>, mode(kVec), decltype(a_row)::value,
+                                 kBRowMajor>();
       });
     });
     return bytes;
@@ -336,12 +343,11 @@ struct WgmmaFamily {
                  : "the aligned 16-byte windows around each chunk by cp.async, shifted into place in shared "
                    "memory (no 16-byte alignment)";
     } else {
-      // 3xTF32's stages have no room for a raw tile: its MN-major B goes through registers.
       if constexpr (Input::kSplit)
         return vec ? "16-byte cp.async; A split into TF32 parts in registers, B split in shared memory "
-                     "(an MN-major B split and transposed through registers)"
+                     "(an MN-major B copied raw, then split and transposed in shared memory)"
                    : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
-                     "B split in shared memory (an MN-major B split and transposed through registers)";
+                     "B split in shared memory (an MN-major B copied raw, then split and transposed in shared memory)";
       return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
                    "MN-major B copied raw and transposed in shared memory)"
                  : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "

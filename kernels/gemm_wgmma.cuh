@@ -62,8 +62,8 @@ struct WgmmaTile {
       kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * kMathRegisters) / kLoadThreads / 8 * 8
                    : 0;
   static_assert(!kSpecialized || kProducerRegisters >= 24, "setmaxnreg's range");
-  template <int kOtherProducers>
-  using WithProducers = WgmmaTile<BM, BN, BK, kStages, kMinBlocks, kOtherProducers>;
+  template <int kOtherProducers, int kOtherStages = kStages>
+  using WithProducers = WgmmaTile<BM, BN, BK, kOtherStages, kMinBlocks, kOtherProducers>;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
   static_assert(!kSpecialized || kMinBlocks == 1, "setmaxnreg needs the one-block register cap");
   // Copies run kStages - 2 tiles ahead, or kStages - 1 where each tile waits for its own wgmmas
@@ -112,13 +112,11 @@ struct WgmmaTf32Input {
   static constexpr bool kBStagesKMajor = true;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<float, BX, BK, kThreads, kAlongK, kMode>;  // raw, mma.sync's layout
-  // An MN-major B is transposed through a raw cp.async tile (TF32) or, where the stage has no
-  // room for one next to the big and small tiles (3xTF32), through registers.
+  // An MN-major B is transposed through a raw cp.async tile, next to the big and small tiles for
+  // 3xTF32 (three stages of them at 128 x 128: WgmmaFamily::LayoutTile).
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
-  using BLoader = std::conditional_t<
-      kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
-      std::conditional_t<kSplit, Tf32TransposingLoader<BX, BK, kThreads, kMode == LoadMode::kVector, kSplit>,
-                         Tf32TransposeCopyLoader<BX, BK, kThreads, kMode>>>;
+  using BLoader = std::conditional_t<kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
+                                     Tf32TransposeCopyLoader<BX, BK, kThreads, kMode, kSplit>>;
   using AOperand = typename Math::template Operand<Math::kARegs>;
   template <int kSteps>
   struct AOperands {
@@ -186,6 +184,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
     using AOperands = typename Input::template AOperands<kSteps>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
+    static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged), "wgmma stages are filled by cp.async");
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory).
@@ -321,10 +320,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       __syncthreads();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
-        // The producer: copies of tile t (register-staged loads: stored into the stage at the next
-        // iteration, after the wait for its next stage, so that they have that long to land), then
-        // the finishing work (TF32 rounding in place) of tile t - kLag, whose copies have had kLag
-        // tiles' time to land, and its publication.
+        // The producer: copies of tile t, then the finishing work (TF32 rounding and transposing
+        // in place) of tile t - kLag, whose copies have had kLag tiles' time to land, and its
+        // publication.
         sync::set_registers<Tile::kProducerRegisters, false>();
         constexpr int kLag = kStages - 2;
         const int load_tid = tid - kMathThreads;
@@ -343,17 +341,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             wgmma::fence_shared_for_async_proxy();
             sync::mbarrier_arrive(full + s);
           };
-          static_assert(kLag >= 1, "register-staged tiles are stored an iteration after their loads");
-          auto deposit = [&](int64_t t) {
-            const int s = static_cast<int>((ring + t) % kStages);
-            a_loader.deposit(a_stages + s * kAStageElems);
-            b_loader.deposit(b_stages + s * kBStageElems);
-          };
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
             const int s = static_cast<int>(i % kStages);
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
-            if (t > 0) deposit(t - 1);
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
             b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - t * BK);
             ptx::cp_async_commit();
@@ -363,7 +354,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             }
           }
           ptx::cp_async_wait<0>();
-          if (w.k_tiles > 0) deposit(w.k_tiles - 1);
           for (int64_t t = w.k_tiles > kLag ? w.k_tiles - kLag : 0; t < w.k_tiles; ++t) publish(t);
           ring += w.k_tiles;
         });
@@ -414,12 +404,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     } else {
       // Every warp copies and computes. At tile t the block waits for tile t's copies,
       // publishes them with a barrier, issues tile t's wgmmas, starts the copies of tile
-      // t + kAhead into the stage of the oldest tile whose wgmmas have retired (register-staged
-      // loads are stored there one iteration later) and lets the wgmmas run while it waits for
-      // the previous tile's (16-bit) or for its own (TF32).
+      // t + kAhead into the stage of the oldest tile whose wgmmas have retired and lets the
+      // wgmmas run while it waits for the previous tile's (16-bit) or for its own (TF32).
       constexpr int kAhead = kStages - 1 - kInFlight;
-      static_assert(kAhead >= 2 || !(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
-                    "register-staged tiles are stored a tile after their loads: two tiles ahead or more");
       ALoader a_loader;
       BLoader b_loader;
       for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
@@ -429,17 +416,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         __syncthreads();  // the previous work item's threads are done with the stages
         a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
         b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
-        // Register-staged tiles are stored one iteration after they are fetched, so that their
-        // loads have a whole tile's wgmmas to land: the prologue keeps its last tile in registers.
 #pragma unroll
         for (int s = 0; s < kAhead; ++s) {
           if (s < w.k_tiles) {
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - s * BK);
             b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - s * BK);
-            if (s < kAhead - 1) {
-              a_loader.deposit(a_stages + s * kAStageElems);
-              b_loader.deposit(b_stages + s * kBStageElems);
-            }
           }
           ptx::cp_async_commit();
         }
@@ -468,19 +449,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           load_tile_a(ops, stage);
           issue_tile(acc, ops, stage, t);
 
-          // Register-staged loaders: tile t + kAhead - 1, fetched last iteration, goes to its
-          // stage (that of tile t - 2 - kInFlight, retired; published by the next iteration's
-          // barrier, ahead of its use at t + kAhead - 1 > t). A no-op for cp.async.
           auto stage_of = [&](int64_t tile_ahead) {
             const int s = stage + static_cast<int>(tile_ahead);
             return s >= kStages ? s - kStages : s;
           };
-          if (t + kAhead - 1 < w.k_tiles) {
-            a_loader.deposit(a_stages + stage_of(kAhead - 1) * kAStageElems);
-            b_loader.deposit(b_stages + stage_of(kAhead - 1) * kBStageElems);
-          }
-          // Tile t + kAhead into the stage of tile t - 1 - kInFlight, whose wgmmas have retired
-          // (or into registers).
+          // Tile t + kAhead into the stage of tile t - 1 - kInFlight, whose wgmmas have retired.
           const int64_t next = t + kAhead;
           if (next < w.k_tiles) {
             a_loader.fetch(a_stages + stage_of(kAhead) * kAStageElems, args.m - w.m0, w.k_len - next * BK);

@@ -5,12 +5,10 @@
 // Same interface as StageLoader.
 //   Tf32CopyLoader: K-major sources, copied by cp.async into the 128-byte-swizzled stage and
 //     rounded in place by the thread that copied them once they land (finish).
-//   Tf32TransposingLoader: MN-major sources, through registers: fetch (global memory into
-//     registers), deposit (rounded and transposed into the K-major stage, after the current
-//     tile's wgmmas are issued).
 //   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into a raw tile behind the
-//     K-major one, then rounded and transposed into it by the thread that copied them (finish):
-//     cp.async's depth, for one more tile of shared memory per stage.
+//     K-major one(s), then rounded (and split) and transposed into them by the thread that copied
+//     them (finish): cp.async's depth, for one more tile of shared memory per stage. (Through
+//     registers instead, 3xTF32 transA measured 1.97x torch against 2.16x: bench/NOTES.md item 76.)
 // kStageTiles: the BX x BK tiles one stage holds; kStageElems: its elements.
 #pragma once
 
@@ -56,7 +54,7 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   }
 };
 
-// The thread mapping of both transposing loaders. A warp owns 16 k rows x 2 chunks (lane =
+// The thread mapping of the transposing loader. A warp owns 16 k rows x 2 chunks (lane =
 // 2 kk + cc), so that each of its transposing 4-byte stores (2 lines x 16 k) hits 32 distinct
 // banks within the swizzle, and each k row's 32 bytes are one sector of the global load. Blocks
 // of warps go along x first.
@@ -111,44 +109,11 @@ struct Tf32TransposeMap {
   }
 };
 
-// kVector: 16-byte loads (the operand is 16-byte aligned, with extents that are whole chunks);
-// else element loads.
-template <int BX, int BK, int kThreads, bool kVector, bool kSplit>
-struct Tf32TransposingLoader : Tf32TransposeMap<BX, BK, kThreads> {
-  using Map = Tf32TransposeMap<BX, BK, kThreads>;
-  static constexpr bool kRegisterStaged = true, kFinishesInPlace = false;
-  static constexpr int kStageTiles = kSplit ? 2 : 1;
-  static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
-
-  float staged[Map::kPerThread][Map::E];
-
-  __device__ __forceinline__ void fetch(float*, int64_t x_left, int64_t k_left) {
-    this->template for_each_chunk<kVector>(x_left, k_left, [&](int i, const float* src, auto ok) {
-      if constexpr (kVector) {
-        const float4 q = ok(0) ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
-        staged[i][0] = q.x, staged[i][1] = q.y, staged[i][2] = q.z, staged[i][3] = q.w;
-      } else {
-#pragma unroll
-        for (int e = 0; e < Map::E; ++e) staged[i][e] = ok(e) ? src[e] : 0.0f;
-      }
-    });
-  }
-
-  __device__ __forceinline__ void finish(float*) const {}
-
-  __device__ __forceinline__ void deposit(float* stage) const {
-#pragma unroll
-    for (int i = 0; i < Map::kPerThread; ++i)
-#pragma unroll
-      for (int e = 0; e < Map::E; ++e) this->template store<kSplit>(stage, i, e, staged[i][e]);
-  }
-};
-
-template <int BX, int BK, int kThreads, LoadMode kMode>
+template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
 struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   using Map = Tf32TransposeMap<BX, BK, kThreads>;
   static constexpr bool kRegisterStaged = false, kFinishesInPlace = true;
-  static constexpr int kStageTiles = 2;  // the K-major tile, then the raw copies
+  static constexpr int kStageTiles = kSplit ? 3 : 2;  // the K-major tile(s), then the raw copies
   static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
 
   int tid;
@@ -159,7 +124,9 @@ struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   }
 
   // Chunk i's raw copy: thread-private, a warp's 16-byte copies side by side (distinct banks).
-  __device__ __forceinline__ int raw(int i) const { return Map::Tile::kElems + (i * kThreads + tid) * Map::E; }
+  __device__ __forceinline__ int raw(int i) const {
+    return (kStageTiles - 1) * Map::Tile::kElems + (i * kThreads + tid) * Map::E;
+  }
 
   __device__ __forceinline__ void fetch(float* stage, int64_t x_left, int64_t k_left) {
     this->template for_each_chunk<kMode == LoadMode::kVector>(x_left, k_left, [&](int i, const float* src, auto ok) {
@@ -178,14 +145,12 @@ struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
     rewrite_in_batches<Map::kPerThread, 4>(
         [&](int i) { return *reinterpret_cast<const uint4*>(stage + raw(i)); },
         [&](int i, const uint4& v) {
-          this->template store<false>(stage, i, 0, __uint_as_float(v.x));
-          this->template store<false>(stage, i, 1, __uint_as_float(v.y));
-          this->template store<false>(stage, i, 2, __uint_as_float(v.z));
-          this->template store<false>(stage, i, 3, __uint_as_float(v.w));
+          this->template store<kSplit>(stage, i, 0, __uint_as_float(v.x));
+          this->template store<kSplit>(stage, i, 1, __uint_as_float(v.y));
+          this->template store<kSplit>(stage, i, 2, __uint_as_float(v.z));
+          this->template store<kSplit>(stage, i, 3, __uint_as_float(v.w));
         });
   }
-
-  __device__ __forceinline__ void deposit(float*) const {}
 };
 
 }  // namespace tiledmm
