@@ -6,8 +6,8 @@
 // advances in tiles of BK (one 128-byte row: 64 16-bit elements, 32 floats) through a ring of
 // kStages shared-memory stages, filled by cp.async (16-byte; without 16-byte alignment,
 // element-wise for float32 and, for 16-bit types, the aligned 16-byte windows around each chunk,
-// shifted into place once landed) or by loads staged through registers (MN-major 3xTF32 B
-// operands). Two pipelines (WgmmaTile::kSpecialized):
+// shifted into place once landed; an MN-major float32 B into a raw tile, transposed into place).
+// Two pipelines (WgmmaTile::kSpecialized):
 //   shared: every warpgroup copies and computes, meeting the others at one barrier per K tile;
 //   specialized: a producer warpgroup fills the stages and the math warpgroups compute, each
 // side waiting on the other's per-stage mbarriers, so that the math warpgroups drift apart and
