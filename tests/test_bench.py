@@ -51,3 +51,28 @@ def test_a_second_run_on_the_same_day_keeps_another_commits_results(tmp_path):
     run_bench(tmp_path, "ccc3333")  # keeps bbb2222's run beside aaa1111's
     assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(
         [first.name, f"{first.stem}-aaa1111.json", f"{first.stem}-bbb2222.json"])
+
+
+def test_report_readme_rows_are_the_readmes_selection_in_its_order(tmp_path):
+    def row(problem, dtype, precision, pass_, impl):
+        r = {"problem": problem, "m": 7, "k": 33, "n": 5, "layout": "nn", "dtype": dtype, "precision": precision,
+             "pass": pass_, "impl": impl, "ms": 2.0, "ms_q1": 1.9, "ms_q3": 2.1, "tflops": 1.0, "rel_err": 1e-7}
+        return r | ({"speedup": 1.5} if impl == "tiledmm" else {})
+
+    # Series in the JSON's order, not the README's; float16 and float32 'tf32' forward+backward are not shown.
+    series = [("float16", "n/a"), ("bfloat16", "n/a"), ("float32", "tf32"), ("float32", "highest")]
+    rows = [row(p, d, pr, pass_, impl) for pass_ in ("fwd", "fwd+bwd") for p in ("square", "smallK")
+            for d, pr in series for impl in ("torch", "tiledmm")]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"device": "X", "torch": "t", "commit": "c", "rows": rows}))
+    report = subprocess.run([sys.executable, "-m", "tiledmm.bench.report", str(path), "--readme"], check=True,
+                            capture_output=True, text=True, cwd=tmp_path).stdout
+    lines = [line.split(" | ") for line in report.splitlines()[2:]]
+    assert [(c[0].lstrip("| "), c[3], c[4], c[5]) for c in lines] == [
+        ("square", "float32", "highest", "fwd"), ("smallK", "float32", "highest", "fwd"),
+        ("square", "float32", "tf32", "fwd"), ("smallK", "float32", "tf32", "fwd"),
+        ("square", "bfloat16", "n/a", "fwd"), ("smallK", "bfloat16", "n/a", "fwd"),
+        ("square", "float32", "highest", "fwd+bwd"), ("smallK", "float32", "highest", "fwd+bwd"),
+        ("square", "bfloat16", "n/a", "fwd+bwd"), ("smallK", "bfloat16", "n/a", "fwd+bwd"),
+    ]
+    assert report.startswith("| problem |")  # no heading line: the README has its own

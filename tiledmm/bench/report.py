@@ -1,6 +1,8 @@
 """Turns a benchmark results JSON into a Markdown table and a PNG chart.
 
-    python -m tiledmm.bench.report bench/results/<device>-<date>.json [--png chart.png]
+    python -m tiledmm.bench.report bench/results/<device>-<date>.json [--readme] [--png chart.png]
+
+--readme: only the README's rows (README_ROWS), in its order, without the heading line.
 
 The chart: tiledmm's speed relative to torch.matmul per problem (left), and the TFLOP/s of both
 against the GPU's peak for that dtype (right). Needs matplotlib for the PNG.
@@ -15,6 +17,13 @@ import json
 # TF32, 16-bit and FP64 tensor cores.
 PEAK_TFLOPS = {"float32 ieee": 67.0, "float32 highest": 67.0, "float32 3xtf32": 165.0,
                "float32 tf32": 495.0, "float64": 67.0, "float16": 990.0, "bfloat16": 990.0}
+
+
+# The README's table: per pass, the series shown, in order.
+README_ROWS = {
+    "fwd": ["float32 highest", "float32 3xtf32", "float32 tf32", "float32 ieee", "float64", "bfloat16"],
+    "fwd+bwd": ["float32 highest", "bfloat16"],
+}
 
 
 def series(row):
@@ -38,23 +47,36 @@ def spread_pct(*rows):
     return max(100.0 * (r["ms_q3"] - r["ms_q1"]) / r["ms"] for r in rows)
 
 
-def markdown(result):
-    lines = [
+def selected_pairs(result, rows=None):
+    """(pass, tiledmm row, torch row) of every pair, or of rows' series per pass in rows' order."""
+    for pass_ in ("fwd", "fwd+bwd"):
+        found = list(pairs(result, pass_))
+        if rows is None:
+            yield from ((pass_, t, ref) for t, ref in found)
+        else:
+            for name in rows.get(pass_, []):
+                yield from ((pass_, t, ref) for t, ref in found if series(t) == name)
+
+
+def markdown(result, rows=None):
+    """The table of every pair, or (rows: README_ROWS) of the README's selection, without the heading line."""
+    lines = [] if rows is not None else [
         f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
         f"{', cold L2' if result.get('cold_l2') else ''}"
         f"{', each run synchronized (host launch latency included)' if result.get('timing') == 'serialized' else ''}:",
         "",
+    ]
+    lines += [
         "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | spread | tiledmm TFLOP/s | error tiledmm | error torch |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for pass_ in ("fwd", "fwd+bwd"):
-        for t, ref in pairs(result, pass_):
-            spread = spread_pct(t, ref)
-            lines.append(
-                f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {t['precision']} | {pass_} | "
-                f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {'' if spread is None else f'{spread:.1f}%'} | "
-                f"{t['tflops']:.1f} | {t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
-            )
+    for pass_, t, ref in selected_pairs(result, rows):
+        spread = spread_pct(t, ref)
+        lines.append(
+            f"| {t['problem']} | {t['m']}, {t['k']}, {t['n']} | {t['layout']} | {t['dtype']} | {t['precision']} | {pass_} | "
+            f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {'' if spread is None else f'{spread:.1f}%'} | "
+            f"{t['tflops']:.1f} | {t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
+        )
     return "\n".join(lines)
 
 
@@ -97,11 +119,12 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m tiledmm.bench.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
+    parser.add_argument("--readme", action="store_true", help="only the README's rows (README_ROWS), in its order")
     parser.add_argument("--png", help="write the chart here")
     args = parser.parse_args()
     with open(args.results) as f:
         result = json.load(f)
-    print(markdown(result))
+    print(markdown(result, README_ROWS if args.readme else None))
     if args.png:
         chart(result, args.png)
         print(f"\nwrote {args.png}")
