@@ -237,8 +237,9 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
 };
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
-// 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tile). Short K too: smallK 1.32x torch on 128 x 128,
-// 1.09x on 64 x 64 at two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
+// 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tile,
+// WgmmaFamily::kLayoutStages). Short K too: smallK 1.32x torch on 128 x 128, 1.09x on 64 x 64 at
+// two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
   using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
