@@ -36,28 +36,42 @@ struct GemmArgs {
   int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
 };
 
-// One work item of a block: a BM-row tile of one matrix of the batch, over one slice of K.
+// One work item of a block: a BM x BN tile of one matrix of the batch, over one slice of K.
 template <typename T>
 struct WorkItem {
   int64_t z;  // its (matrix of the batch, slice of K) pair: the index of the output matrix it writes
-  int64_t m0, k_begin, k_len, k_tiles;
+  int64_t m0, n0, k_begin, k_len, k_tiles;
   const T* a;  // the matrix's operands
   const T* b;
 };
 
-// Calls body(WorkItem<T>) for each of this block's work items: (matrix, K slice) pairs z and row
-// tiles, a grid stride over both (gridDim.y and .z are capped at 65535). Every warp of the block
-// runs through the same items.
-template <int BM, int BK, typename T, typename Out, typename Body>
+// Calls body(WorkItem<T>) for each of this block's work items; every warp of the block runs
+// through the same items.
+//   Default: block (x, y, z) takes column tile x, and grid-strides over row tiles (y) and
+// (matrix, K slice) pairs z (gridDim.y and .z are capped at 65535).
+//   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles (columns
+// fastest, then rows, then z), gridDim.x apart, so that a block's next tile can start while its
+// last one's output is still being written.
+template <int BM, int BN, int BK, bool kPersistent = false, typename T, typename Out, typename Body>
 __device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
   const int64_t m_tiles = (args.m + BM - 1) / BM;
-  for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z) {
+  auto item = [&](int64_t z, int64_t mt, int64_t nt) {
     const int64_t matrix = z / args.splits;
     const int64_t k_begin = (z % args.splits) * args.k_chunk;
     const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
-    for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
-      body(WorkItem<T>{z, mt * BM, k_begin, k_len, (k_len + BK - 1) / BK,
-                       args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b});
+    return WorkItem<T>{z, mt * BM, nt * BN, k_begin, k_len, (k_len + BK - 1) / BK,
+                       args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b};
+  };
+  if constexpr (kPersistent) {
+    const int64_t n_tiles = (args.n + BN - 1) / BN;
+    const int64_t tiles = args.batch * args.splits * m_tiles * n_tiles;
+    for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
+      const int64_t rows = i / n_tiles;
+      body(item(rows / m_tiles, rows % m_tiles, i % n_tiles));
+    }
+  } else {
+    for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z)
+      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) body(item(z, mt, blockIdx.x));
   }
 }
 

@@ -33,7 +33,8 @@ enum TileRole : int {
   kLarge = 0,   // outputs at least one tile tall and wide that fill the GPU (kLargeMinWaves
                 // blocks per SM) with this tile
   kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
-  kShortK = 2,  // K <= 256: several blocks per SM, so one block's loads and stores overlap another's math
+  kShortK = 2,  // K <= 256: several blocks per SM, or persistent blocks, so that writing one tile's
+                // output overlaps another tile's loads and math
   kSmall = 3,   // outputs too small to fill the GPU, with K too short to split (and, where the
                 // family says kNarrowOnSmallTile, outputs narrower than the medium tile)
 };
@@ -88,10 +89,31 @@ struct MmaTileTable<DoubleMath> {
   using FallbackTiles = Tiles;
 };
 
-// Launches a kernel with kSmem bytes of dynamic shared memory: above 48 KiB a kernel must opt
-// in, once per device.
-template <auto kKernel, int kThreads, int kSmem, typename Args>
-void launch_with_smem(const Args& args, dim3 grid, cudaStream_t stream) {
+// Whether a tile's kernel walks the output tiles with a grid of kMinBlocks blocks per SM
+// (WgmmaTile::kPersistent) rather than one block per tile.
+template <class Tile, class = void>
+struct IsPersistent : std::false_type {};
+template <class Tile>
+struct IsPersistent<Tile, std::void_t<decltype(Tile::kPersistent)>> : std::bool_constant<Tile::kPersistent> {};
+
+// The grid of a tile's kernel: a block per column of output tiles, rows of tiles and (matrix, K
+// slice) pairs past 65535 covered by grid-stride loops; or, for a persistent tile, kMinBlocks
+// blocks per SM.
+template <class Tile, typename T, typename Out>
+dim3 launch_grid(const GemmArgs<T, Out>& args, int num_sms) {
+  const int64_t n_tiles = (args.n + Tile::BN - 1) / Tile::BN, m_tiles = (args.m + Tile::BM - 1) / Tile::BM;
+  const int64_t matrices = args.batch * args.splits;
+  STD_TORCH_CHECK(n_tiles <= INT32_MAX, "tiledmm: n = ", args.n, " is too large");
+  if constexpr (IsPersistent<Tile>::value)
+    return dim3(static_cast<unsigned>(std::min<int64_t>(n_tiles * m_tiles * matrices, int64_t(num_sms) * Tile::kMinBlocks)));
+  return dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(std::min<int64_t>(m_tiles, 65535)),
+              static_cast<unsigned>(std::min<int64_t>(matrices, 65535)));
+}
+
+// Launches the kernel of a tile with kSmem bytes of dynamic shared memory (above 48 KiB a kernel
+// must opt in, once per device), passing it args and the kernel's further arguments, if any.
+template <auto kKernel, class Tile, int kSmem, typename Args, typename... More>
+void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
   static std::atomic<uint64_t> opted_in{0};
   int device = 0;
   STD_CUDA_CHECK(cudaGetDevice(&device));
@@ -100,7 +122,7 @@ void launch_with_smem(const Args& args, dim3 grid, cudaStream_t stream) {
     STD_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     opted_in.fetch_or(bit);
   }
-  kKernel<<<grid, kThreads, kSmem, stream>>>(args);
+  kKernel<<<launch_grid<Tile>(args, num_sms), Tile::kThreads, kSmem, stream>>>(args, more...);
 }
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
@@ -136,10 +158,10 @@ struct ExactFloatFamily {
   static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWarpElement; }
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
-  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
     constexpr LoadMode kMode = mode(kVec);
-    launch_with_smem<gemm_tiled_kernel<Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile::kThreads,
-                     TiledStages<Tile, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, grid, stream);
+    launch_with_smem<gemm_tiled_kernel<Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile,
+                     TiledStages<Tile, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, num_sms, stream);
   }
   template <class Tile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p) {
@@ -185,10 +207,10 @@ struct MmaFamily {
   static constexpr bool kTransposesRowMajorProducts = false;
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
-  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
-    launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>,
-                     Tile::kThreads, mma_smem_bytes<T, Tile>()>(args, grid, stream);
+    launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>, Tile,
+                     mma_smem_bytes<T, Tile>()>(args, num_sms, stream);
   }
   template <class Tile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem&) {
@@ -226,24 +248,24 @@ struct WgmmaTileTable {  // fp16, bf16
 // TF32: A from registers, B by cp.async. An MN-major B (A^T x B products only) also needs its
 // raw tile in every stage: 128 x 256 no longer fits, and such products fall back to 128 x 128
 // (plan_launch). Operands without 16-byte alignment are copied element-wise by cp.async. Short K
-// takes the large tile too: smallK (K = 64) 0.71x torch on 128 x 256 against 0.62x on 64 x 128
-// at two blocks per SM (scripts/tile_sweep.py, H200).
+// takes a persistent 128 x 128 tile: smallK (K = 64) 0.91x torch against 0.77x on 128 x 256
+// (H100; bench/NOTES.md item 77).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
   using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
-                           WgmmaTile<128, 256, 32, 4, 1, 1>, WgmmaTile<64, 128, 32, 4, 2>>;
+                           WgmmaTile<128, 128, 32, 3, 1, 1, true>, WgmmaTile<64, 128, 32, 4, 2>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
 };
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
 // 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tile,
-// WgmmaFamily::kLayoutStages). Short K too: smallK 1.32x torch on 128 x 128, 1.09x on 64 x 64 at
-// two blocks per SM, 0.84x on 64 x 128 (scripts/tile_sweep.py, H200).
+// WgmmaFamily::kLayoutStages). Short K on a persistent 128 x 128 tile of three stages: smallK
+// 1.90x torch against 1.14x on the four-stage one (H100; bench/NOTES.md item 77).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
   using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
-                           WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<64, 128, 32, 4>>;
+                           WgmmaTile<128, 128, 32, 3, 1, 1, true>, WgmmaTile<64, 128, 32, 4>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
@@ -276,14 +298,16 @@ struct WgmmaFamily {
   // its accumulators need more registers than a 512-thread block starts with. Element-wise
   // copies (no 16-byte alignment) take two as well: four cp.async a chunk. 3xTF32's MN-major B
   // stages hold a raw tile next to the big and small ones (64 KiB a stage at 128 x 128): three
-  // stages.
+  // stages, and no room left for a persistent tile's output buffer.
+  static constexpr bool kRawSplitB(bool b_row_major) { return b_row_major && Input::kPromoteTiles > 0; }
   template <class Tile, bool kBRowMajor>
-  static constexpr int kLayoutStages = kBRowMajor && Input::kPromoteTiles > 0 ? 3 : Tile::kStages;
+  static constexpr int kLayoutStages = kRawSplitB(kBRowMajor) ? 3 : Tile::kStages;
   template <class Tile, bool kBRowMajor, bool kVec>
-  using LayoutTile = std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4 &&
-                                            Tile::BN <= 128,
-                                        typename Tile::template WithProducers<2, kLayoutStages<Tile, kBRowMajor>>,
-                                        Tile>;
+  using LayoutTile =
+      std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4 && Tile::BN <= 128,
+                         typename Tile::template WithProducers<2, kLayoutStages<Tile, kBRowMajor>,
+                                                               Tile::kPersistent && !kRawSplitB(kBRowMajor)>,
+                         Tile>;
 
   // Without 16-byte alignment, 16-bit operands copy the aligned windows around each chunk (16-byte
   // cp.async, shifted into place once landed), where loads through registers exposed their
@@ -296,7 +320,7 @@ struct WgmmaFamily {
   }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
-  static void launch(const GemmArgs<T, Out>& args, dim3 grid, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
     using Tile = LayoutTile<TableTile, kBRowMajor, kVec>;
     constexpr LoadMode kMode = mode(kVec);
     constexpr int kSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
@@ -306,8 +330,13 @@ struct WgmmaFamily {
       // plan_launch never picks such a tile for this layout (nor accepts it when forced): not built.
       STD_TORCH_CHECK(false, "tiledmm: internal error: tile exceeds Hopper's shared memory");
     } else {
-      launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>,
-                       Tile::kThreads, kSmem>(args, grid, stream);
+      // A persistent tile's output leaves by bulk tensor copies where its layout allows a map.
+      OutputMap output_map{};
+      if constexpr (Tile::kPersistent)
+        output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
+                                     args.batch * args.splits, kTransposedOut ? Tile::BN : Tile::BM);
+      launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>, Tile,
+                       kSmem>(args, num_sms, stream, output_map);
     }
   }
   template <class TableTile, bool kVec>
@@ -325,6 +354,9 @@ struct WgmmaFamily {
         << (sizeof(T) == 4 ? " and round" : "") << " the stages; mbarriers between the two roles), ";
     s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile, kVec>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
+    if constexpr (Tile::kPersistent)
+      s << ", persistent (each block walks output tiles; a tile's result leaves its own shared-memory buffer "
+           "by bulk asynchronous copies while the next tile is computed)";
   }
   template <class Tile, bool kVec>
   static int smem_bytes(const GemmProblem& p) {
@@ -453,8 +485,8 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
                     smem(plan.tile), " bytes of shared memory; this GPU allows ", device.max_smem);
   } else if (p.k <= 256) {
     plan.tile = kShortK;
-    plan.why = "short K (<= 256): several blocks per SM overlap one block's loads and stores with "
-               "another's arithmetic";
+    plan.why = "short K (<= 256): the output's writes weigh as much as the products, and the short-K tile "
+               "overlaps them with other work (several blocks per SM, or a persistent block's next tile)";
   } else if (large_fits && blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
@@ -505,7 +537,8 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
 }
 
 template <class Family, typename Out>
-void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, cudaStream_t stream) {
+void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, const DeviceLimits& device,
+                 cudaStream_t stream) {
   using T = typename Family::T;
   const GemmArgs<T, Out> args{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data),
                               out, p.a.ld, p.b.ld, p.a.batch_stride, p.b.batch_stride,
@@ -513,19 +546,12 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, cudaStr
   with_table<Family>(plan.vec, [&](auto vec, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       using Tile = decltype(shape);
-      const int64_t n_tiles = (p.n + Tile::BN - 1) / Tile::BN;
-      const int64_t m_tiles = (p.m + Tile::BM - 1) / Tile::BM;
-      STD_TORCH_CHECK(n_tiles <= INT32_MAX, "tiledmm: n = ", p.n, " is too large");
-      // Rows of tiles and (matrix, K slice) pairs past 65535 are covered by grid-stride loops.
-      const dim3 grid(static_cast<unsigned>(n_tiles),
-                      static_cast<unsigned>(std::min<int64_t>(m_tiles, 65535)),
-                      static_cast<unsigned>(std::min<int64_t>(p.batch * plan.splits, 65535)));
       with_bool(p.a.row_major, [&](auto a_row) {
         with_bool(p.b.row_major, [&](auto b_row) {
           constexpr bool kARow = decltype(a_row)::value, kBRow = decltype(b_row)::value;
           auto launch = [&](auto transposed) {
             Family::template launch<Tile, Out, decltype(vec)::value, kARow, kBRow,
-                                    decltype(transposed)::value>(args, grid, stream);
+                                    decltype(transposed)::value>(args, device.num_sms, stream);
             STD_CUDA_KERNEL_LAUNCH_CHECK();
           };
           // Transposed products come out of orient() with both operands column-major.
@@ -561,7 +587,7 @@ void run_family(const GemmProblem& problem, cudaStream_t stream, const DeviceLim
   using Acc = typename Family::Acc;
   const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
-  if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), stream);
+  if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), device, stream);
 
   // Each slice writes its partial product in the accumulator type; a second kernel sums them.
   const int64_t mn = p.m * p.n, total = p.batch * mn;
@@ -571,7 +597,7 @@ void run_family(const GemmProblem& problem, cudaStream_t stream, const DeviceLim
                                   : torch::headeronly::ScalarType::Float,
       std::nullopt, torch::stable::Device(torch::headeronly::DeviceType::CUDA, p.device_index));
   Acc* workspace = static_cast<Acc*>(partial.mutable_data_ptr());
-  launch_plan<Family, Acc>(p, plan, workspace, stream);
+  launch_plan<Family, Acc>(p, plan, workspace, device, stream);
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
   splitk_reduce_kernel<T, Acc><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
       workspace, static_cast<T*>(p.c), mn, plan.splits, total);

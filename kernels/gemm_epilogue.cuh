@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "block_sync.cuh"
 #include "gemm_common.cuh"
@@ -23,17 +24,36 @@ constexpr bool staged_output_fits(int smem_bytes) {
   return kLines * kStagedOutLd<kLineLen, Out> * static_cast<int>(sizeof(Out)) <= smem_bytes;
 }
 
+// Outputs recomputed in the staged tile (3xTF32's NaN outputs, gemm_wgmma.cuh): where `active`
+// (the same in every calling thread), each NaN of the tile is replaced by exact(row, col), the
+// output's row and column.
+template <class Exact>
+struct NanRepair {
+  bool active;
+  Exact exact;
+};
+struct NoRepair {};
+
 // value(i, j, half, e): the accumulator of row g + 8 half, column 2 t4 + e of tile (i, j).
 // c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
-// kStaged: through shared memory (over the stages, which every warp must be done with), so that
-// global memory sees whole 16-byte segments of its lines (rows, or columns); otherwise straight
-// from the registers (pairs of adjacent outputs in one store where the layout allows). The
-// kThreads threads calling it (the block's, or its math warps') synchronize among themselves.
-template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
-          typename Out, typename Value>
+// kStaged: through shared memory at smem, so that global memory sees whole 16-byte segments of
+// its lines (rows, or columns); otherwise straight from the registers (pairs of adjacent outputs
+// in one store where the layout allows). The kThreads threads calling it (the block's, or its
+// math warps', numbered from 0) synchronize among themselves.
+//   smem is the stages (every warp must be done with them), or, with kBulk, a buffer of the
+// tile's own (1024-byte aligned, BM x BN outputs), staged as boxes of the output's tensor map
+// (output_tensor_map.h): where `map` is given (its address in kernel parameter space; z the
+// output matrix's index), thread 0 sends the tile out by bulk tensor copies (sm_90) and the
+// threads return without waiting for them; the next call waits until they have read the buffer,
+// and the block must call finish_bulk_output() before it exits.
+template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false, bool kBulk = false,
+          typename Out, typename Value, typename Repair = NoRepair>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
-                                                  unsigned char* smem) {
+                                                  unsigned char* smem, const Repair& repair = {},
+                                                  const void* map = nullptr, int64_t z = 0) {
+  constexpr bool kRepairs = !std::is_same_v<Repair, NoRepair>;
+  static_assert(kStaged || !(kBulk || kRepairs), "bulk copies and repairs work on the staged tile");
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   // Lines of the output in memory: rows of n outputs, or columns of m.
   const int64_t line_len = kColumnMajor ? m : n;
@@ -41,34 +61,80 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     // The tile is staged in the output's own orientation: kLines lines of kLineLen outputs.
     constexpr int kLines = kColumnMajor ? BN : BM, kLineLen = kColumnMajor ? BM : BN;
     constexpr int kOutLd = kStagedOutLd<kLineLen, Out>;
+    const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
+    const int64_t e0 = kColumnMajor ? m0 : n0;
     ptx::cp_async_wait<0>();
-    sync::warps<kThreads>();  // every warp is done with the stages the tile is written over
+    if (kBulk && tid == 0) ptx::bulk_wait_read<0>();  // the previous tile's copies have read the buffer
+    sync::warps<kThreads>();  // every warp is done with the memory the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
+    // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes,
+    // kLineLen / kBoxElems of them, each kLines rows of 128 bytes whose 16-byte chunks are
+    // swizzled by the row (l % 8): bank-conflict-free in both orientations.
+    constexpr int kBoxElems = 128 / static_cast<int>(sizeof(Out)), kChunk = 16 / static_cast<int>(sizeof(Out));
+    auto at = [&](int l, int e) -> Out& {
+      if constexpr (kBulk) {
+        // Unsigned, so that the divisions by powers of two are shifts.
+        const unsigned ul = l, ue = e, x = ue % kBoxElems;
+        return tile[((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kChunk) ^ (ul % 8)) * kChunk + x % kChunk];
+      } else {
+        return tile[l * kOutLd + e];
+      }
+    };
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp_m + i * 16 + g + 8 * half;
+        if constexpr (kColumnMajor) {
+          // Column (line) col + 8 j is 8 j lines after col, in the same box and swizzle phase: one
+          // address per (i, half, e) and constant offsets (computed per j, the swizzled addresses
+          // spilled 236 bytes in the 3xTF32 tile). Padded: lanes (g, t4) hit banks g + 8 t4
+          // (mod 32), 2 kOutLd being 8 words past a multiple of 32.
+          constexpr int kLineStride = kBulk ? kBoxElems : kOutLd;
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const int r = warp_m + i * 16 + g + 8 * half, col = warp_n + j * 8 + 2 * t4;
-          if constexpr (kColumnMajor) {
-            // Lanes (g, t4) hit banks g + 8 t4 (mod 32): 2 kOutLd is 8 words past a multiple of 32.
-            tile[col * kOutLd + r] = from_acc<Out>(value(i, j, half, 0));
-            tile[(col + 1) * kOutLd + r] = from_acc<Out>(value(i, j, half, 1));
-          } else {
-            store_pair(tile + r * kOutLd + col, value(i, j, half, 0), value(i, j, half, 1));
+          for (int e = 0; e < 2; ++e) {
+            Out* const first = &at(warp_n + 2 * t4 + e, r);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) first[8 * j * kLineStride] = from_acc<Out>(value(i, j, half, e));
           }
+        } else {
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            store_pair(&at(r, warp_n + j * 8 + 2 * t4), value(i, j, half, 0), value(i, j, half, 1));
         }
+      }
+    if constexpr (kRepairs) {
+      if (repair.active) {
+        sync::warps<kThreads>();
+        // Consecutive threads walk a line.
+        for (int i = tid; i < kLines * kLineLen; i += kThreads) {
+          const int l = i / kLineLen, e = i % kLineLen;
+          Out& out = at(l, e);
+          const int64_t line = line0 + l, x = e0 + e;
+          if (isnan(static_cast<float>(out)) && line < lines && x < line_len)
+            out = from_acc<Out>(kColumnMajor ? repair.exact(x, line) : repair.exact(line, x));
+        }
+      }
+    }
+    if constexpr (kBulk) ptx::fence_shared_for_async_proxy();
     sync::warps<kThreads>();
     constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kLineVecs = kLineLen / kVec;
-    const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
-    const int64_t e0 = kColumnMajor ? m0 : n0;
+    if (kBulk && map) {
+      if (tid == 0) {
+#pragma unroll
+        for (int q = 0; q < kLineLen / kBoxElems; ++q)
+          ptx::bulk_tensor_store(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
+                                 static_cast<int>(line0), static_cast<int>(z));
+        ptx::bulk_commit();
+      }
+      return;
+    }
     const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
     for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
       const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
       const int64_t line = line0 + l;
       if (line >= lines || e0 + e >= line_len) continue;
-      const Out* src = tile + l * kOutLd + e;
+      const Out* src = &at(l, e);  // a whole 16-byte chunk
       Out* dst = c + line * line_len + e0 + e;
       if (vec) {
         *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
@@ -97,6 +163,11 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
         }
       }
   }
+}
+
+// Before a block that stored tiles with kBulk exits: its copies have read its shared memory.
+__device__ __forceinline__ void finish_bulk_output() {
+  if (threadIdx.x == 0) ptx::bulk_wait_read<0>();
 }
 
 }  // namespace tiledmm

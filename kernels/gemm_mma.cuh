@@ -147,12 +147,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = (warp / Tile::kWarpsN) * Tile::WTM, warp_n = (warp % Tile::kWarpsN) * Tile::WTN;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   ALoader a_loader;
   BLoader b_loader;
 
-  for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
-    const int64_t m0 = w.m0;
+  for_each_work_item<BM, BN, BK>(args, [&](const WorkItem<T>& w) {
+    const int64_t m0 = w.m0, n0 = w.n0;
     Acc acc[MT][NT][kCRegs];
 #pragma unroll
     for (int i = 0; i < MT; ++i)

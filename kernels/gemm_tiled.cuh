@@ -234,11 +234,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   // The lane's first row and column in the block's tile.
   const int a_x0 = (warp / Tile::kWarpsN) * Tile::WTM + ASlice::first(lane / Tile::kLanesN);
   const int b_x0 = (warp % Tile::kWarpsN) * Tile::WTN + BSlice::first(lane % Tile::kLanesN);
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   ALoader a_loader;
   BLoader b_loader;
 
-  for_each_work_item<BM, BK>(args, [&](const WorkItem<float>& w) {
+  for_each_work_item<BM, BN, BK>(args, [&](const WorkItem<float>& w) {
+    const int64_t n0 = w.n0;
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)

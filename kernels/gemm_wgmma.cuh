@@ -30,6 +30,7 @@
 #include "gemm_epilogue.cuh"
 #include "gemm_mma.cuh"
 #include "mma_math.cuh"
+#include "output_tensor_map.h"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
 #include "tf32_stage_loader.cuh"
@@ -42,10 +43,15 @@ namespace tiledmm {
 // (copies, and TF32's rounding) while the BM / 64 math warpgroups only compute; the two sides wait
 // on each other through mbarriers. Otherwise every warpgroup does both, meeting at one barrier
 // per K tile.
-template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1, int kProducers_ = 0>
+// kPersistent: kMinBlocks blocks per SM walk the output tiles (for_each_work_item), each tile's
+// result staged in a buffer of its own and sent out by bulk asynchronous copies, so that the
+// next tile's copies and products run while it is written (short K, where the output's writes
+// take as long as the products).
+template <int BM_, int BN_, int BK_, int kStages_, int kMinBlocks_ = 1, int kProducers_ = 0, bool kPersistent_ = false>
 struct WgmmaTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kStages = kStages_, kMinBlocks = kMinBlocks_;
   static constexpr int kProducers = kProducers_;
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kSpecialized = kProducers > 0;
   static constexpr int kWarpGroups = BM / 64;  // math warpgroups
   static constexpr int kMathThreads = 128 * kWarpGroups;
@@ -62,8 +68,8 @@ struct WgmmaTile {
       kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * kMathRegisters) / kLoadThreads / 8 * 8
                    : 0;
   static_assert(!kSpecialized || kProducerRegisters >= 24, "setmaxnreg's range");
-  template <int kOtherProducers, int kOtherStages = kStages>
-  using WithProducers = WgmmaTile<BM, BN, BK, kOtherStages, kMinBlocks, kOtherProducers>;
+  template <int kOtherProducers, int kOtherStages = kStages, bool kOtherPersistent = kPersistent>
+  using WithProducers = WgmmaTile<BM, BN, BK, kOtherStages, kMinBlocks, kOtherProducers, kOtherPersistent>;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
   static_assert(!kSpecialized || kMinBlocks == 1, "setmaxnreg needs the one-block register cap");
   // Copies run kStages - 2 tiles ahead, or kStages - 1 where each tile waits for its own wgmmas
@@ -148,26 +154,32 @@ struct WgmmaTf32Input {
   }
 };
 
-// Shared memory of one block: kStages stages of A, then of B (each as large as its loader needs
-// for the operand's layout and load mode), a full and an empty mbarrier per stage
-// (kSpecialized), and 1024 bytes to align the stages (the swizzle is a function of the address).
+// Shared memory of one block: the output tile's buffer (kPersistent: float32, the widest output),
+// kStages stages of A, then of B (each as large as its loader needs for the operand's layout and
+// load mode), a full and an empty mbarrier per stage (kSpecialized), and 1024 bytes to align the
+// stages and the buffer (the swizzles are functions of the address).
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_stage_bytes() {
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
   using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
   return Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(typename Input::T));
 }
+template <class Tile>
+constexpr int wgmma_output_buffer_bytes() {
+  return Tile::kPersistent ? Tile::BM * Tile::BN * static_cast<int>(sizeof(float)) : 0;
+}
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_smem_bytes() {
-  return wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() + (Tile::kSpecialized ? 16 * Tile::kStages : 0) +
-         1024;
+  return wgmma_output_buffer_bytes<Tile>() + wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() +
+         (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
 }
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
+// output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
           bool kTransposedOut = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args) {
+    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ OutputMap output_map) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {
@@ -194,16 +206,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kAStageElems = ALoader::kStageElems, kBStageElems = BLoader::kStageElems;
     constexpr int kBTileElems = BLoader::Tile::kElems;
     constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
-    constexpr bool kStagedEpilogue = staged_output_fits<BM, BN, Out, kTransposedOut>(kStageBytes);
+    constexpr bool kStagedEpilogue =
+        Tile::kPersistent || staged_output_fits<BM, BN, Out, kTransposedOut>(kStageBytes);
+    // The staged epilogue writes over the stages, unless the tile has its own buffer.
+    constexpr bool kEpilogueOverStages = kStagedEpilogue && !Tile::kPersistent;
     constexpr bool kPromote = Input::kPromoteTiles > 0;
 
     extern __shared__ unsigned char smem_raw[];
-    unsigned char* const smem = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
+    unsigned char* const output_buffer = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
+    unsigned char* const smem = output_buffer + wgmma_output_buffer_bytes<Tile>();  // the stages
     T* const a_stages = reinterpret_cast<T*>(smem);
     T* const b_stages = a_stages + kStages * kAStageElems;
 
     const int tid = threadIdx.x, warp = tid / 32, group = warp / 4;
-    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
 
     // Descriptors of k step s (kStep of K, 32 bytes) of this warpgroup's A rows and of B, in one
     // stage. K-major operands advance 32 bytes along their 128-byte rows; MN-major ones kStep
@@ -273,34 +288,31 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
     };
 
-    // The math warps' result of a work item, written out.
+    // The math warps' result of a work item, written out. Split inputs turn non-finite values
+    // into NaN (inf - inf): a block with NaN outputs recomputes them with exact float32 arithmetic
+    // in its staged tile (a cold path: inline in the store, it cost every 3xTF32 kernel hundreds
+    // of bytes of spills).
     auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
       auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
-      Out* const c = args.c + w.z * args.m * args.n;
-      store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut>(
-          value, c, args.m, args.n, w.m0, n0, group * 64 + (warp % 4) * 16, 0, smem);
-
-      // Split inputs turn non-finite values into NaN (inf - inf): a block with NaN outputs
-      // recomputes them with exact float32 arithmetic, reading its tile back (a cold path:
-      // inline in the store, it cost every 3xTF32 kernel hundreds of bytes of spills).
+      auto store = [&](const auto& repair) {
+        store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, Tile::kPersistent>(
+            value, args.c + w.z * args.m * args.n, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0,
+            Tile::kPersistent ? output_buffer : smem, repair, output_map.valid ? &output_map.map : nullptr, w.z);
+      };
       if constexpr (Input::kRecomputeNaN) {
+        static_assert(kStagedEpilogue, "NaN outputs are recomputed in the staged tile");
         bool has_nan = false;
 #pragma unroll
         for (int r = 0; r < BN / 2; ++r) has_nan |= isnan(result[r]);
-        if (sync::warps_or<kMathThreads>(has_nan)) {  // also orders the tile's stores before the reads
-          for (int i = tid; i < BM * BN; i += kMathThreads) {
-            // Consecutive threads walk the output's unit-stride dimension.
-            const int64_t row = w.m0 + (kTransposedOut ? i % BM : i / BN);
-            const int64_t col = n0 + (kTransposedOut ? i / BM : i % BN);
-            if (row >= args.m || col >= args.n) continue;
-            Out* p = kTransposedOut ? c + col * args.m + row : c + row * args.n + col;
-            if (isnan(*p))
-              *p = exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
-                                                     w.k_begin + w.k_len);
-          }
-        }
+        auto exact = [&](int64_t row, int64_t col) {
+          return exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
+                                                   w.k_begin + w.k_len);
+        };
+        store(NanRepair<decltype(exact)>{sync::warps_or<kMathThreads>(has_nan), exact});
+      } else {
+        store(NoRepair{});
       }
     };
 
@@ -328,17 +340,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         const int load_tid = tid - kMathThreads;
         ALoader a_loader;
         BLoader b_loader;
-        for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
-          // The math warps are done with the stages (the staged epilogue). Both roles meet at
-          // named barrier 4, each from its own branch.
-          sync::warps_anywhere<Tile::kThreads, 4>();
+        for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
+          // The math warps are done with the stages (a staged epilogue over them). Both roles
+          // meet at named barrier 4, each from its own branch.
+          if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
-          b_loader.start(w.b, args.ldb, n0, w.k_begin, load_tid);
+          b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
           auto publish = [&](int64_t t) {
             const int s = static_cast<int>((ring + t) % kStages);
             a_loader.finish(a_stages + s * kAStageElems);
             b_loader.finish(b_stages + s * kBStageElems);
-            wgmma::fence_shared_for_async_proxy();
+            ptx::fence_shared_for_async_proxy();
             sync::mbarrier_arrive(full + s);
           };
           for (int64_t t = 0; t < w.k_tiles; ++t) {
@@ -346,7 +358,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             const int s = static_cast<int>(i % kStages);
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
-            b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - t * BK);
+            b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK);
             ptx::cp_async_commit();
             if (t >= kLag) {
               ptx::cp_async_wait<kLag>();
@@ -359,10 +371,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         });
       } else {
         sync::set_registers<Tile::kMathRegisters, true>();
-        for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
-          sync::warps_anywhere<Tile::kThreads, 4>();  // with the producer: it may fill the stages again
+          // With the producer: it may fill the stages again.
+          if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
@@ -400,6 +413,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if constexpr (kPromote) store_result(w, sum);
           else store_result(w, acc);
         });
+        if constexpr (Tile::kPersistent) finish_bulk_output();
       }
     } else {
       // Every warp copies and computes. At tile t the block waits for tile t's copies,
@@ -409,18 +423,18 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       constexpr int kAhead = kStages - 1 - kInFlight;
       ALoader a_loader;
       BLoader b_loader;
-      for_each_work_item<BM, BK>(args, [&](const WorkItem<T>& w) {
+      for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
         float acc[BN / 2], sum[kSums];
         clear(acc, sum);
 
         __syncthreads();  // the previous work item's threads are done with the stages
         a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
-        b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
+        b_loader.start(w.b, args.ldb, w.n0, w.k_begin, tid);
 #pragma unroll
         for (int s = 0; s < kAhead; ++s) {
           if (s < w.k_tiles) {
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - s * BK);
-            b_loader.fetch(b_stages + s * kBStageElems, args.n - n0, w.k_len - s * BK);
+            b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - s * BK);
           }
           ptx::cp_async_commit();
         }
@@ -441,7 +455,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         AOperands ops;
         for (int64_t t = 0; t < w.k_tiles; ++t) {
           ptx::cp_async_wait<kAhead - 1>();  // tile t has landed (this thread's copies) ...
-          wgmma::fence_shared_for_async_proxy();
+          ptx::fence_shared_for_async_proxy();
           __syncthreads();  // ... everyone's; and every warpgroup's wgmmas of tile t - 1 - kInFlight retired
 
           // Tile t's wgmmas first, so that the tensor cores go from tile t - 1's to them with as
@@ -457,7 +471,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           const int64_t next = t + kAhead;
           if (next < w.k_tiles) {
             a_loader.fetch(a_stages + stage_of(kAhead) * kAStageElems, args.m - w.m0, w.k_len - next * BK);
-            b_loader.fetch(b_stages + stage_of(kAhead) * kBStageElems, args.n - n0, w.k_len - next * BK);
+            b_loader.fetch(b_stages + stage_of(kAhead) * kBStageElems, args.n - w.n0, w.k_len - next * BK);
           }
           ptx::cp_async_commit();
           if (t + 1 < w.k_tiles) finish(stage_of(1));
@@ -471,6 +485,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kPromote) store_result(w, sum);
         else store_result(w, acc);
       });
+      if constexpr (Tile::kPersistent) finish_bulk_output();
     }
   }
 }

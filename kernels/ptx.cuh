@@ -1,5 +1,6 @@
-// Thin wrappers over the PTX instructions of the tensor-core kernel (sm_80 and newer): cp.async
-// copies into shared memory, ldmatrix fragment loads, mma.sync products, TF32 rounding.
+// Thin wrappers over the PTX instructions of the tensor-core kernels (sm_80 and newer): cp.async
+// copies into shared memory, ldmatrix fragment loads, mma.sync products, TF32 rounding; and
+// sm_90's bulk copies out of shared memory.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// Makes this thread's shared-memory writes (cp.async, stores) visible to the async proxy (sm_90:
+// the tensor cores' wgmma and the bulk copies), which reads shared memory apart from ordinary
+// loads. Before the barrier that hands the data over.
+__device__ __forceinline__ void fence_shared_for_async_proxy() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Bulk asynchronous copy (sm_90, the TMA unit) of a box of a 3-d tensor map (in kernel parameter
+// space: a __grid_constant__ argument) from shared memory (laid out as the map says) to the tensor
+// at coordinates (x, y, z), in the background; parts of the box outside the tensor are not
+// written. The thread's copies since its last bulk_commit form one group.
+__device__ __forceinline__ void bulk_tensor_store(const void* map, const void* smem, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(map),
+               "r"(smem_address(smem)), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's bulk groups are still reading shared memory (their
+// source may then be written again; the writes to global memory may still be under way).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
 // Four 8x8 matrices of 16-bit elements (rows of 16 bytes); lanes 8j..8j+7 give the row addresses
 // of matrix j, and lane t receives 32 bits of each: row t/4, word t%4 (kTrans: the transpose).
 template <bool kTrans>

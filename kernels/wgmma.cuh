@@ -44,12 +44,6 @@ __device__ __forceinline__ void wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Makes this thread's shared-memory writes (cp.async, stores) visible to the tensor cores, which
-// read through the async proxy. Before the barrier that publishes a stage.
-__device__ __forceinline__ void fence_shared_for_async_proxy() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // Keeps the compiler from moving accesses of the accumulators across a wgmma, which writes them
 // asynchronously.
 template <int R>

@@ -37,10 +37,11 @@ def cases():
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
-    # (element-wise copies, and 16-byte ones with partial tiles along K and N).
-    wgmma_3xtf32 = itertools.product([False], range(4), [1, 2], [PATHS[1]], [False, True], [False, True],
-                                     [(140, 33, 40, 31), (140, 40, 36, 72)])
-    return itertools.chain(default, mma_sync, wgmma_3xtf32)
+    # (element-wise copies, and 16-byte ones with partial tiles along K and N). Persistent tiles
+    # (3xTF32's and TF32's short-K ones) then take two tiles in some blocks.
+    many_tiles = itertools.product([False], range(4), [1, 2], PATHS[1:3], [False, True], [False, True],
+                                   [(140, 33, 40, 31), (140, 40, 36, 72)])
+    return itertools.chain(default, mma_sync, many_tiles)
 
 
 def main(dtype_names):

@@ -73,6 +73,9 @@ def test_every_kernel_variant(tile, splits, layout, dtype, precision, m, k, n):
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
+# What tiledmm.explain says of a persistent tile.
+PERSISTENT = "persistent (each block walks output tiles"
+
 # On Hopper 3xTF32 runs on wgmma only for outputs that fill the GPU (or long, finely split K):
 # a batch of more output tiles than SMs takes it at small shapes, in every variant.
 WGMMA_3XTF32_SHAPES = [(33, 40, 31), (130, 45, 67), (72, 264, 136)]
@@ -108,15 +111,21 @@ def test_blocks_run_several_work_items_through_one_pipeline(tile, k, dtype, prec
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_3xtf32_wgmma_recomputes_outputs_its_split_turns_into_nan(layout):
+@pytest.mark.parametrize("k,n", [(300, 29), (64, 29), (64, 32)])
+def test_3xtf32_wgmma_recomputes_outputs_its_split_turns_into_nan(layout, k, n):
     """Inf inputs make inf - inf in the split: those outputs are recomputed exactly (a cold pass
-    after the store, in the kernel's orientation: transposed for row-major products)."""
+    over the staged tile, in the kernel's orientation: transposed for row-major products), on
+    the tiles whose epilogue writes over the stages and (K = 64) on the persistent short-K tile,
+    whose tile has a buffer of its own (n = 32: it leaves by bulk copies)."""
     batch = torch.cuda.get_device_properties(0).multi_processor_count + 8
-    a, b = operands(37, 300, 29, layout, torch.float32, "cuda", batch=(batch,))
+    a, b = operands(37, k, n, layout, torch.float32, "cuda", batch=(batch,))
     for x, value in ((a, float("inf")), (b, float("-inf"))):
         storage = x if x.is_contiguous() else x.mT  # the transposed views' contiguous base
         storage.reshape(-1)[torch.randperm(x.numel(), device="cuda")[:40]] = value
-    assert "3xTF32 tensor cores (wgmma" in tiledmm.explain(a, b, precision="3xtf32")
+    text = tiledmm.explain(a, b, precision="3xtf32")
+    assert "3xTF32 tensor cores (wgmma" in text
+    # A^T x B's raw B tiles leave no room for the persistent tile's buffer.
+    assert (PERSISTENT in text) == (k == 64 and layout != "tn")
     out = tiledmm.matmul(a, b, precision="3xtf32")
     exact = torch.matmul(a.double(), b.double())
     assert torch.equal(torch.isnan(out), torch.isnan(exact))
@@ -232,6 +241,30 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
         assert "3xTF32 tensor cores (wgmma" in text and "computed as C^T = B^T A^T" in text
     short = operands(300, 16, 200, "nn", torch.float32, "cuda")
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")
+    for precision in ("highest", "tf32"):
+        text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision=precision)
+        assert "why: short K" in text and PERSISTENT in text and "m64n128k8" in text
+
+
+# Persistent short-K tiles (128 x 128): outputs of about 80 tiles, fewer blocks than SMs' worth
+# in some rows; lines whose length is a multiple of 4 (bulk copies out) and one that is not.
+PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,k,n", PERSISTENT_SHAPES)
+def test_persistent_blocks_walk_many_output_tiles(precision, layout, m, k, n):
+    """Short K on Hopper: each block of a grid of one per SM computes tile after tile, the next
+    one's copies and products running while the last one's output leaves by bulk copies from its
+    own buffer, which the block fills again only once they have read it."""
+    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(2,))
+    text = tiledmm.explain(a, b, precision=precision)
+    assert (PERSISTENT in text) == (precision == "tf32" or layout != "tn")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (2, m, n), torch.float32, "cuda")
+    check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),

@@ -1,0 +1,69 @@
+// The output of a persistent wgmma kernel as a tensor map, for sm_90's bulk tensor copies out of
+// shared memory: elements along a line of the output (a row, or a column when it is written
+// column-major) as dimension 0, its lines as dimension 1, its matrices (batch, K slices) as
+// dimension 2; boxes of 128 bytes along a line by a tile's lines, 128-byte swizzled. Built on the
+// host for each launch; where the output's layout rules a map out (16-byte alignment of its start
+// and strides), `valid` is false and the kernel's threads copy the tile out themselves.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace tiledmm {
+
+struct OutputMap {
+  CUtensorMap map;
+  bool valid;
+};
+
+// The driver's encoder, looked up once through the runtime (no link against libcuda); null
+// where the driver lacks it.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000{};
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// c: `matrices` matrices of `lines` lines of line_len elements, contiguous.
+template <typename Out>
+OutputMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines) {
+  static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "wgmma outputs: float32, float16, bfloat16");
+  constexpr CUtensorMapDataType kType = std::is_same_v<Out, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                        : std::is_same_v<Out, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr int64_t kSize = sizeof(Out);
+  OutputMap out{};
+  const int64_t line_bytes = line_len * kSize, matrix_bytes = line_bytes * lines;
+  // Coordinates are 32-bit; strides multiples of 16 bytes under 2^40.
+  const bool fits = reinterpret_cast<uintptr_t>(c) % 16 == 0 && line_bytes % 16 == 0 &&
+                    (matrices == 1 || matrix_bytes % 16 == 0) && line_len <= INT32_MAX && lines <= INT32_MAX &&
+                    matrices <= INT32_MAX && matrix_bytes < (int64_t(1) << 40);
+  const auto encode = fits ? tensor_map_encoder() : nullptr;
+  if (!encode) return out;
+  const cuuint64_t dims[3] = {cuuint64_t(line_len), cuuint64_t(lines), cuuint64_t(matrices)};
+  // A single matrix's stride is never used: any multiple of 16 does.
+  const cuuint64_t strides[2] = {cuuint64_t(line_bytes), cuuint64_t((matrix_bytes + 15) / 16 * 16)};
+  const cuuint32_t box[3] = {cuuint32_t(128 / kSize), cuuint32_t(box_lines), 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  out.valid = encode(&out.map, kType, 3, c, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return out;
+}
+
+}  // namespace tiledmm
