@@ -64,18 +64,20 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     const int64_t line0 = kColumnMajor ? n0 : m0, lines = kColumnMajor ? n : m;
     const int64_t e0 = kColumnMajor ? m0 : n0;
     ptx::cp_async_wait<0>();
-    if (kBulk && tid == 0) ptx::bulk_wait_read<0>();  // the previous tile's copies have read the buffer
+    if constexpr (kBulk) {
+      if (tid == 0) ptx::bulk_wait_read<0>();  // the previous tile's copies have read the buffer
+    }
     sync::warps<kThreads>();  // every warp is done with the memory the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
     // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes,
     // kLineLen / kBoxElems of them, each kLines rows of 128 bytes whose 16-byte chunks are
     // swizzled by the row (l % 8): bank-conflict-free in both orientations.
-    constexpr int kBoxElems = 128 / static_cast<int>(sizeof(Out)), kChunk = 16 / static_cast<int>(sizeof(Out));
+    constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kBoxElems = 8 * kVec;
     auto at = [&](int l, int e) -> Out& {
       if constexpr (kBulk) {
         // Unsigned, so that the divisions by powers of two are shifts.
         const unsigned ul = l, ue = e, x = ue % kBoxElems;
-        return tile[((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kChunk) ^ (ul % 8)) * kChunk + x % kChunk];
+        return tile[((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kVec) ^ (ul % 8)) * kVec + x % kVec];
       } else {
         return tile[l * kOutLd + e];
       }
@@ -118,17 +120,19 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     }
     if constexpr (kBulk) ptx::fence_shared_for_async_proxy();
     sync::warps<kThreads>();
-    constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kLineVecs = kLineLen / kVec;
-    if (kBulk && map) {
-      if (tid == 0) {
+    if constexpr (kBulk) {
+      if (map) {
+        if (tid == 0) {
 #pragma unroll
-        for (int q = 0; q < kLineLen / kBoxElems; ++q)
-          ptx::bulk_tensor_store(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
-                                 static_cast<int>(line0), static_cast<int>(z));
-        ptx::bulk_commit();
+          for (int q = 0; q < kLineLen / kBoxElems; ++q)
+            ptx::bulk_tensor_store(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
+                                   static_cast<int>(line0), static_cast<int>(z));
+          ptx::bulk_commit();
+        }
+        return;
       }
-      return;
     }
+    constexpr int kLineVecs = kLineLen / kVec;
     const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
     for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
       const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;

@@ -246,8 +246,9 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
         assert "why: short K" in text and PERSISTENT in text and "m64n128k8" in text
 
 
-# Persistent short-K tiles (128 x 128): outputs of about 80 tiles, fewer blocks than SMs' worth
-# in some rows; lines whose length is a multiple of 4 (bulk copies out) and one that is not.
+# Persistent short-K tiles (128 x 128): a batch of 4 outputs of 81-99 tiles each, two or three
+# tiles per block on a 132-SM GPU; lines whose length is a multiple of 4 (bulk copies out) and
+# one that is not.
 PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
 
 
@@ -260,10 +261,10 @@ def test_persistent_blocks_walk_many_output_tiles(precision, layout, m, k, n):
     """Short K on Hopper: each block of a grid of one per SM computes tile after tile, the next
     one's copies and products running while the last one's output leaves by bulk copies from its
     own buffer, which the block fills again only once they have read it."""
-    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(2,))
+    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(4,))
     text = tiledmm.explain(a, b, precision=precision)
     assert (PERSISTENT in text) == (precision == "tf32" or layout != "tn")
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (2, m, n), torch.float32, "cuda")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (4, m, n), torch.float32, "cuda")
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
