@@ -2,10 +2,16 @@
 JSON; the report turns it into a table."""
 
 import json
+import statistics
 import subprocess
 import sys
+import time
+
+import torch
+from _util import requires_gpu
 
 import tiledmm  # noqa: F401  (the subprocesses import the same installed package)
+from tiledmm.bench.timing import times_ms_each
 
 ROW_KEYS = {"problem", "m", "k", "n", "layout", "dtype", "precision", "pass", "impl", "ms", "ms_q1", "ms_q3",
             "tflops", "rel_err"}
@@ -76,3 +82,20 @@ def test_report_readme_rows_are_the_readmes_selection_in_its_order(tmp_path):
         ("square", "bfloat16", "n/a", "fwd+bwd"), ("smallK", "bfloat16", "n/a", "fwd+bwd"),
     ]
     assert report.startswith("| problem |")  # no heading line: the README has its own
+
+
+@requires_gpu
+def test_queued_times_are_the_gpus_when_the_host_is_slower_than_the_gpu():
+    """Each run spends 2 ms on the host between its start event and its ~10 us kernel: queued
+    times must still be the kernel's (the GPU holds back until every run is queued), and
+    serialized ones must hold the host's 2 ms."""
+    x = torch.randn(256, 256, device="cuda")
+
+    def slow_host():
+        time.sleep(0.002)
+        return x @ x
+
+    queued = times_ms_each({"run": slow_host}, "cuda", warmup=2, reps=10)["run"]
+    serialized = times_ms_each({"run": slow_host}, "cuda", warmup=2, reps=10, serialize=True)["run"]
+    assert statistics.median(queued) < 0.5, queued
+    assert statistics.median(serialized) > 1.9, serialized

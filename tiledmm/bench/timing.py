@@ -24,14 +24,20 @@ def times_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
     others' runs); a host clock on the CPU.
 
     On the GPU a pair of CUDA events brackets each run. By default the runs are queued back to
-    back with one synchronization at the end, so the host enqueues ahead of the GPU and each time
-    is the GPU's time for the run (as in a training step, where the host runs ahead). With
+    back with one synchronization at the end, and each time is the GPU's time for the run (as in a
+    training step, where the host runs ahead): the GPU first sleeps long enough for the host to
+    queue every run, so that no run's events also hold the host's work between them (a host
+    slowed now and then had made a short run read up to 1.7 times its time, bench/NOTES.md item 78);
+    where the host took longer than the sleep, the runs are timed again after a longer one. With
     serialize, the host waits for each run before starting the next, so each time also holds the
     host's launch latency (what a lone call costs). With flush, the L2 is evicted before each run,
     outside the events."""
-    for fn in runs.values():
-        for _ in range(warmup):
+    round_ms = 0.0  # the host's time for the last warm-up round (which it queued too)
+    for _ in range(warmup):
+        host_start = time.perf_counter()
+        for fn in runs.values():
             fn()
+        round_ms = (time.perf_counter() - host_start) * 1e3
     if device != "cuda":
         times = {name: [] for name in runs}
         for _ in range(reps):
@@ -40,21 +46,50 @@ def times_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
                 fn()
                 times[name].append((time.perf_counter() - start) * 1e3)
         return times
-    torch.cuda.synchronize()
-    events = {name: [] for name in runs}
-    for _ in range(reps):
-        for name, fn in runs.items():
-            if flush is not None:
-                flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            events[name].append((start, end))
-            if serialize:
-                end.synchronize()
-    torch.cuda.synchronize()
+    backlog_ms = 2.0 * round_ms * reps + 1.0  # twice the host's time to queue every run, estimated
+    for _ in range(_QUEUE_ATTEMPTS):
+        torch.cuda.synchronize()
+        if not serialize:
+            gpu_sleep(backlog_ms)
+        host_start = time.perf_counter()
+        events = {name: [] for name in runs}
+        for _ in range(reps):
+            for name, fn in runs.items():
+                if flush is not None:
+                    flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                events[name].append((start, end))
+                if serialize:
+                    end.synchronize()
+        host_ms = (time.perf_counter() - host_start) * 1e3
+        torch.cuda.synchronize()
+        if serialize or host_ms < backlog_ms:
+            break
+        backlog_ms = 2.0 * host_ms
     return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+
+
+# Times the runs are queued at most (each after a sleep twice the host's time at the last).
+_QUEUE_ATTEMPTS = 3
+_sleep_cycles_per_ms = None
+
+
+def gpu_sleep(ms):
+    """Holds the current stream for about ms milliseconds (a GPU spin of clock cycles, the cycles
+    per millisecond measured once)."""
+    global _sleep_cycles_per_ms
+    if _sleep_cycles_per_ms is None:
+        cycles = 10_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _sleep_cycles_per_ms = cycles / start.elapsed_time(end)
+    torch.cuda._sleep(int(ms * _sleep_cycles_per_ms))
 
 
 def median_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
