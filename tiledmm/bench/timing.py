@@ -27,7 +27,7 @@ def times_ms_each(runs, device, warmup, reps, flush=None, serialize=False):
     back with one synchronization at the end, and each time is the GPU's time for the run (as in a
     training step, where the host runs ahead): the GPU first sleeps long enough for the host to
     queue every run, so that no run's events also hold the host's work between them (a host
-    slowed now and then had made a short run read up to 1.7 times its time, bench/NOTES.md item 78);
+    slowed now and then had made a short run read up to 1.7 times its time, bench/NOTES.md item 79);
     where the host took longer than the sleep, the runs are timed again after a longer one. With
     serialize, the host waits for each run before starting the next, so each time also holds the
     host's launch latency (what a lone call costs). With flush, the L2 is evicted before each run,
