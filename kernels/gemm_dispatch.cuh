@@ -126,22 +126,30 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
 }
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
-// items 63-66, 69): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
-// SM (8 x 8 sub-tiles at two blocks per SM spill at 128 registers; 128 x 128 tiles of 4 warps at
-// two blocks per SM measured slower). Operands contiguous along K are transposed by 4-byte
-// cp.async copies (nn.Linear's x @ W^T 0.87x torch, against 0.78x through registers, whose
-// 128 x 256 x 32 kernels spill), except on the short-K tile (smallK 1.14x against 1.11x). BK = 32
-// on large aligned outputs and short K; BK = 16 for split K (largeK 0.91x against 0.85x) and
-// without 16-byte alignment (irregular 0.96x against 0.93x).
+// items 63-66, 69, 82): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
+// SM (128 x 128 tiles of 4 warps at two blocks per SM measured slower). Operands contiguous along K
+// are transposed by 4-byte cp.async copies (nn.Linear's x @ W^T 0.87x torch, against 0.78x
+// through registers, whose 128 x 256 x 32 kernels spill), except where short K has only A
+// contiguous along K (smallK 1.14x against 1.11x). BK = 32 on large aligned outputs and short K;
+// BK = 16 for split K (largeK 0.91x against 0.85x) and without 16-byte alignment (irregular 0.96x
+// against 0.93x). Short K without 16-byte alignment runs 8 x 8 outputs per thread at two blocks
+// per SM (8205 x 63 x 5921: 0.59-0.66x torch in the four layouts, against 0.51-0.53x on 128 x 256,
+// H200; at 128 registers the tile spills 50-100 bytes, all outside the K loop).
 struct ExactFloatFamily {
   using T = float;
   using Acc = float;
   using Wide = TiledTile<128, 256, 32, 4, 2, 8, 16, 3, 1, true>;
   using Deep = TiledTile<128, 256, 16, 4, 2, 8, 16, 3, 1, true>;  // BK = 16
   using Registers = TiledTile<128, 256, 32, 4, 2, 8, 16, 3>;       // transposing through registers
+  using TwoPerSm = TiledTile<128, 128, 32, 4, 2, 8, 8, 3, 2, true>;
   using Small = TiledTile<64, 64, 16, 2, 2, 8, 4, 3, 4, true>;
   using Tiles = std::tuple<Wide, Deep, Registers, Small>;  // large, medium, short K, small
-  using FallbackTiles = std::tuple<Deep, Deep, Registers, Small>;
+  using FallbackTiles = std::tuple<Deep, Deep, TwoPerSm, Small>;
+  // The tile a layout runs: the register transposer spills where B is contiguous along K, and
+  // the copies are faster there (short K on an H200: 32768 x 64 x 32768 1.08x torch against 1.02x
+  // in x @ W^T's layout, 1.07x against 0.99x in A^T x B^T's; K = 256 0.93x against 0.83x).
+  template <class Tile, bool kBRowMajor>
+  using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, Wide, Tile>;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
   // Outputs narrower than 256 columns or 128 rows (smallK's backward products, 32768 x 64 and
@@ -154,17 +162,23 @@ struct ExactFloatFamily {
   static constexpr bool kTransposesRowMajorProducts = false;
   // Without 16-byte alignment: element copies, each cp.async instruction a warp's run of
   // consecutive elements (no bank conflicts); operands contiguous along K are copied 4 bytes at a
-  // time anyway, or (the register-transposing tile) loaded element by element.
+  // time anyway.
   static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWarpElement; }
 
-  template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
+  template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
   static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
+    using Tile = LayoutTile<TableTile, kBRowMajor>;
     constexpr LoadMode kMode = mode(kVec);
     launch_with_smem<gemm_tiled_kernel<Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile,
                      TiledStages<Tile, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, num_sms, stream);
   }
-  template <class Tile, bool kVec>
+  template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p) {
+    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>, kVec>(s, p);
+    else describe_layout<LayoutTile<TableTile, false>, kVec>(s, p);
+  }
+  template <class Tile, bool kVec>
+  static void describe_layout(std::ostream& s, const GemmProblem& p) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kStages << "-stage pipeline ("
@@ -186,7 +200,9 @@ struct ExactFloatFamily {
     int bytes = 0;
     with_bool(p.a.row_major, [&](auto a_row) {
       with_bool(p.b.row_major, [&](auto b_row) {
-        bytes = TiledStages<Tile, mode(kVec), decltype(a_row)::value, decltype(b_row)::value>::kSmemBytes;
+        constexpr bool kBRowMajor = decltype(b_row)::value;
+        using Stages = TiledStages<LayoutTile<Tile, kBRowMajor>, mode(kVec), decltype(a_row)::value, kBRowMajor>;
+        bytes = Stages::kSmemBytes;
       });
     });
     return bytes;

@@ -44,13 +44,14 @@ using TiledStage = PaddedTile<float, BK, BX>;
 
 // Copies a k-major operand's BX x BK tiles (row-major A, column-major B: lines along k in
 // memory) into x-major stages, through registers: a 16-byte load's four elements go to four
-// lines (AsyncTransposingLoader copies 4 bytes at a time instead). fetch() loads this thread's
+// lines (AsyncTransposingLoader copies 4 bytes at a time instead), so the operand must be 16-byte
+// aligned (TiledStages checks). fetch() loads this thread's
 // chunks into registers and deposit() stores them transposed after the current tile's math
 // (stage_pipeline.cuh). Thread t loads the 4-element
 // chunks 2 i + t % 2 of line t / 2 (and of the lines kThreads / 2 further on): a warp's load
 // reads 16 lines x 32 bytes (whole sectors), and its store of element v writes 16 consecutive x
 // at two k lines 4 (BX + 4) words apart, 16 banks apart: 32 distinct banks.
-template <int BX, int BK, int kThreads, bool kVec>
+template <int BX, int BK, int kThreads>
 struct TransposingLoader {
   using Tile = TiledStage<BX, BK>;
   static constexpr int kChunksPerLine = BK / 4, kLinesPerPass = kThreads / 2;
@@ -73,8 +74,8 @@ struct TransposingLoader {
     ptr = base + (x0 + line) * ld + k0 + 4 * chunk;
   }
 
-  // x_left, k_left: the matrix extent left from the tile's origin; zeros beyond it. With kVec the
-  // k extent is a multiple of 4: a chunk is all inside or all outside.
+  // x_left, k_left: the matrix extent left from the tile's origin; zeros beyond it. The k extent
+  // is a multiple of 4: a chunk is all inside or all outside.
   __device__ __forceinline__ void fetch(float*, int64_t x_left, int64_t k_left) {
 #pragma unroll
     for (int p = 0; p < kPasses; ++p)
@@ -83,14 +84,9 @@ struct TransposingLoader {
         const int k = 4 * (chunk + 2 * i);
         const bool line_ok = line + p * kLinesPerPass < x_left;
         const float* src = ptr + p * kLinesPerPass * ld + 8 * i;
-        if constexpr (kVec) {
-          const float4 v =
-              line_ok && k < k_left ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
-          staged[p][i][0] = v.x, staged[p][i][1] = v.y, staged[p][i][2] = v.z, staged[p][i][3] = v.w;
-        } else {
-#pragma unroll
-          for (int v = 0; v < 4; ++v) staged[p][i][v] = line_ok && k + v < k_left ? src[v] : 0.0f;
-        }
+        const float4 v =
+            line_ok && k < k_left ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+        staged[p][i][0] = v.x, staged[p][i][1] = v.y, staged[p][i][2] = v.z, staged[p][i][3] = v.w;
       }
     ptr += BK;
   }
@@ -158,18 +154,20 @@ struct AsyncTransposingLoader {
 
 // The loader of one operand: cp.async copies straight in for one whose unit stride is along x
 // (its lines are the stage's), a transposing one otherwise (the tile's choice: registers were
-// faster only at short K, bench/NOTES.md item 69). (Column-major B copied straight into k-major
+// faster only at short K with only A contiguous along K, bench/NOTES.md items 69 and 82). (Column-major B copied straight into k-major
 // stages and read 4 k of one column per load measured slower: item 65.)
 template <class Tile, int BX, LoadMode kMode, bool kAlongK>
 using TiledLoader = std::conditional_t<
     kAlongK,
     std::conditional_t<Tile::kAsyncTranspose, AsyncTransposingLoader<BX, Tile::BK, Tile::kThreads>,
-                       TransposingLoader<BX, Tile::BK, Tile::kThreads, kMode == LoadMode::kVector>>,
+                       TransposingLoader<BX, Tile::BK, Tile::kThreads>>,
     StageLoader<float, BX, Tile::BK, Tile::kThreads, false, kMode, PaddedTile>>;
 
 // The loaders of a tile and layout; a block's shared memory holds kStages stages of A, then of B.
 template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 struct TiledStages {
+  static_assert(Tile::kAsyncTranspose || kMode == LoadMode::kVector,
+                "the register transposer loads 16-byte chunks: element-wise tiles transpose by copies");
   using ALoader = TiledLoader<Tile, Tile::BM, kMode, kARowMajor>;
   using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;
   static constexpr int kSmemBytes =

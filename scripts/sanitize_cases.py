@@ -4,8 +4,9 @@ Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, 
 the wgmma paths also with TILEDMM_NO_WGMMA=1, so their mma.sync kernels) x operand layouts x load
 width (element-wise at shapes that divide nothing, 16-byte at multiples of 8), batched with a
 broadcast (stride-0) operand too. Each result is checked against float64, so a variant that runs
-but computes garbage is caught here as well. Arguments, if any, name the dtypes to run
-(e.g. `float16 bfloat16`); by default every path runs.
+but computes garbage is caught here as well. Arguments, if any, name the paths to run: a dtype
+(e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`);
+by default every path runs.
 """
 
 import itertools
@@ -15,6 +16,7 @@ import sys
 import torch
 
 import tiledmm  # noqa: F401
+from tiledmm import _precision
 
 # (dtype, precision code, tolerance): float32 exact, 3xTF32, TF32; float64; float16; bfloat16.
 PATHS = [(torch.float32, 0, 1e-5), (torch.float32, 1, 1e-5), (torch.float32, 2, 2e-3),
@@ -44,11 +46,18 @@ def cases():
     return itertools.chain(default, mma_sync, many_tiles)
 
 
-def main(dtype_names):
+def selected(path_names, dtype, precision):
+    """Whether a path is among those named (all when none are)."""
+    name = str(dtype).removeprefix("torch.")
+    return not path_names or name in path_names or any(
+        p == f"{name}:{_precision.NAMES[precision]}" for p in path_names if ":" in p)
+
+
+def main(path_names):
     torch.manual_seed(0)
     runs = failures = unfit = 0
     for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases():
-        if dtype_names and str(dtype).removeprefix("torch.") not in dtype_names:
+        if not selected(path_names, dtype, precision):
             continue
         os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"
         a = matrix(batch, m, k, ta, dtype)

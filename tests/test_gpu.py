@@ -184,13 +184,19 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     assert "128x256x32" in text and "16-byte loads" in text and "why: large output" in text
     assert "transposed by" not in text and "transposed through" not in text  # nothing contiguous along k
     # nn.Linear's layout (both operands contiguous along k) copies them transposed; short K keeps
-    # the registers.
+    # the registers where only A is contiguous along k, and copies in nn.Linear's layout.
     linear = operands(4096, 4096, 4096, "nt", torch.float32, "cuda")
     assert "transposed by 4-byte cp.async copies" in tiledmm.explain(*linear, precision="ieee")
     short_k = operands(4096, 64, 4096, "nn", torch.float32, "cuda")
     assert "transposed through registers" in tiledmm.explain(*short_k, precision="ieee")
+    short_k_linear = tiledmm.explain(*operands(4096, 64, 4096, "nt", torch.float32, "cuda"), precision="ieee")
+    assert "why: short K" in short_k_linear and "128x256x32" in short_k_linear
+    assert "transposed by 4-byte cp.async copies" in short_k_linear
+    # Short K without 16-byte alignment: 8 x 8 outputs per thread, two blocks per SM.
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
-    assert "element loads" in tiledmm.explain(*odd, precision="ieee")
+    odd_text = tiledmm.explain(*odd, precision="ieee")
+    assert "element loads" in odd_text and "why: short K" in odd_text
+    assert "128x128x32" in odd_text and "8x8 outputs per thread" in odd_text and "2 block(s) per SM" in odd_text
     # A narrow output (smallK's backward products) takes the small tile rather than a 256-wide one.
     narrow_exact = operands(32768, 4096, 64, "nn", torch.float32, "cuda")
     assert "64x64x16" in tiledmm.explain(*narrow_exact, precision="ieee")
