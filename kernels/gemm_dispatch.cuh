@@ -126,15 +126,15 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
 }
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
-// items 63-66, 69, 82): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one block per
-// SM (128 x 128 tiles of 4 warps at two blocks per SM measured slower). Operands contiguous along K
+// items 63-66, 69, 82-83): 128 x 256 with 8 warps of 32 x 128 and 8 x 16 outputs per thread, one
+// block per SM (128 x 128 tiles of 4 warps at two blocks per SM measured slower). Operands contiguous along K
 // are transposed by 4-byte cp.async copies (nn.Linear's x @ W^T 0.87x torch, against 0.78x
 // through registers, whose 128 x 256 x 32 kernels spill), except where short K has only A
 // contiguous along K (smallK 1.14x against 1.11x). BK = 32 on large aligned outputs and short K;
 // BK = 16 for split K (largeK 0.91x against 0.85x) and without 16-byte alignment (irregular 0.96x
 // against 0.93x). Short K without 16-byte alignment runs 8 x 8 outputs per thread at two blocks
 // per SM (8205 x 63 x 5921: 0.59-0.66x torch in the four layouts, against 0.51-0.53x on 128 x 256,
-// H200; at 128 registers the tile spills 50-100 bytes, all outside the K loop).
+// H200; at 128 registers the tile spills 56-172 bytes, all outside the K loop).
 struct ExactFloatFamily {
   using T = float;
   using Acc = float;
@@ -200,9 +200,8 @@ struct ExactFloatFamily {
     int bytes = 0;
     with_bool(p.a.row_major, [&](auto a_row) {
       with_bool(p.b.row_major, [&](auto b_row) {
-        constexpr bool kBRowMajor = decltype(b_row)::value;
-        using Stages = TiledStages<LayoutTile<Tile, kBRowMajor>, mode(kVec), decltype(a_row)::value, kBRowMajor>;
-        bytes = Stages::kSmemBytes;
+        constexpr bool kARowMajor = decltype(a_row)::value, kBRowMajor = decltype(b_row)::value;
+        bytes = TiledStages<LayoutTile<Tile, kBRowMajor>, mode(kVec), kARowMajor, kBRowMajor>::kSmemBytes;
       });
     });
     return bytes;

@@ -154,8 +154,9 @@ struct AsyncTransposingLoader {
 
 // The loader of one operand: cp.async copies straight in for one whose unit stride is along x
 // (its lines are the stage's), a transposing one otherwise (the tile's choice: registers were
-// faster only at short K with only A contiguous along K, bench/NOTES.md items 69 and 82). (Column-major B copied straight into k-major
-// stages and read 4 k of one column per load measured slower: item 65.)
+// faster only at short K with only A contiguous along K, bench/NOTES.md items 69 and 83).
+// (Column-major B copied straight into k-major stages and read 4 k of one column per load
+// measured slower: item 65.)
 template <class Tile, int BX, LoadMode kMode, bool kAlongK>
 using TiledLoader = std::conditional_t<
     kAlongK,

@@ -196,7 +196,8 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
     odd_text = tiledmm.explain(*odd, precision="ieee")
     assert "element loads" in odd_text and "why: short K" in odd_text
-    assert "128x128x32" in odd_text and "8x8 outputs per thread" in odd_text and "2 block(s) per SM" in odd_text
+    assert "128x128x32" in odd_text and "8x8 outputs per thread" in odd_text
+    assert "2 block(s) per SM" in odd_text
     # A narrow output (smallK's backward products) takes the small tile rather than a 256-wide one.
     narrow_exact = operands(32768, 4096, 64, "nn", torch.float32, "cuda")
     assert "64x64x16" in tiledmm.explain(*narrow_exact, precision="ieee")
