@@ -6,6 +6,7 @@ For each problem, dtype and (for float32) precision, forward (C = A @ B) and for
 taking turns, the median, with the quartiles as its spread; optionally
 with a cold L2, or with the host's launch latency in each run: --serialize), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
+float64 inputs, summed in chunks of K so as to be more accurate than what is measured; for
 forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json (an
 earlier file of that name from another commit is kept, renamed <device>-<date>-<its commit>.json)
 and prints a table. Without a GPU it runs a small CPU comparison instead.
@@ -14,6 +15,7 @@ and prints a table. Without a GPU it runs a small CPU comparison instead.
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import subprocess
@@ -40,6 +42,23 @@ def operands(problem, dtype, device):
     return (a.T if problem.layout[0] == "t" else a), (b.T if problem.layout[1] == "t" else b)
 
 
+def reference_product(x, y):
+    """x @ y in float64, the rows' error reference. Lower-precision inputs: exact products summed
+    in float64. float64 inputs: there a plain float64 product would be torch's own result, so the
+    sum runs in chunks of about sqrt(K) of K, each chunk's product added to the total in turn:
+    about 2 sqrt(K) roundings per output against K for one pass along K (tiledmm's, cuBLAS's),
+    so the reference is the more accurate one."""
+    x64, y64 = x.double(), y.double()
+    if x.dtype != torch.float64:
+        return x64 @ y64
+    k = x.shape[-1]
+    chunk = max(1, math.isqrt(k))
+    total = x64[:, :chunk] @ y64[:chunk]
+    for k0 in range(chunk, k, chunk):
+        total += x64[:, k0:k0 + chunk] @ y64[k0:k0 + chunk]
+    return total
+
+
 def implementations(precision):
     """(name, product) of torch.matmul and tiledmm at one precision ("n/a" for other dtypes)."""
     tiledmm_precision = None if precision == "n/a" else precision
@@ -49,16 +68,14 @@ def implementations(precision):
 def measure(problem, dtype, precision, passes, device, args, flush):
     """Rows for one problem, dtype and precision: each pass, each implementation, same inputs."""
     a, b = operands(problem, dtype, device)
-    a64, b64 = a.double(), b.double()
     rows = []
     for pass_ in passes:
         if pass_ == "fwd":
-            refs = (torch.matmul(a64, b64),)
+            refs = (reference_product(a, b),)
             flops = 2.0 * problem.m * problem.k * problem.n
         else:
             grad = torch.randn(problem.m, problem.n, dtype=dtype, device=device)
-            grad64 = grad.double()
-            refs = (grad64 @ b64.T, a64.T @ grad64)
+            refs = (reference_product(grad, b.T), reference_product(a.T, grad))
             flops = 6.0 * problem.m * problem.k * problem.n
             a.requires_grad_(True)
             b.requires_grad_(True)
