@@ -132,9 +132,10 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
 // through registers, whose 128 x 256 x 32 kernels spill), except where short K has only A
 // contiguous along K (smallK 1.14x against 1.11x). BK = 32 on large aligned outputs and short K;
 // BK = 16 for split K (largeK 0.91x against 0.85x) and without 16-byte alignment (irregular 0.96x
-// against 0.93x). Short K without 16-byte alignment runs 8 x 8 outputs per thread at two blocks
-// per SM (8205 x 63 x 5921: 0.59-0.66x torch in the four layouts, against 0.51-0.53x on 128 x 256,
-// H200; at 128 registers the tile spills 56-172 bytes, all outside the K loop).
+// against 0.93x). Short K without 16-byte alignment, or with B contiguous along K, runs 8 x 8
+// outputs per thread at two blocks per SM (8205 x 63 x 5921: 0.59-0.66x torch in the four layouts,
+// against 0.51-0.53x on 128 x 256, H200; at 128 registers the tile spills 56-172 bytes, all
+// outside the K loop).
 struct ExactFloatFamily {
   using T = float;
   using Acc = float;
@@ -145,11 +146,13 @@ struct ExactFloatFamily {
   using Small = TiledTile<64, 64, 16, 2, 2, 8, 4, 3, 4, true>;
   using Tiles = std::tuple<Wide, Deep, Registers, Small>;  // large, medium, short K, small
   using FallbackTiles = std::tuple<Deep, Deep, TwoPerSm, Small>;
-  // The tile a layout runs: the register transposer spills where B is contiguous along K, and
-  // the copies are faster there (short K on an H200: 32768 x 64 x 32768 1.08x torch against 1.02x
-  // in x @ W^T's layout, 1.07x against 0.99x in A^T x B^T's; K = 256 0.93x against 0.83x).
+  // The tile a layout runs: where B is contiguous along K the register transposer spills, and
+  // short K runs the two-blocks tile, which copies (x @ W^T on an H200: 8192 x 16 x 4096 0.75x
+  // torch against 0.73x, 32768 x 64 x 32768 1.07x against 1.02x, 1.05x against 0.92x on an H100;
+  // A^T x B^T the same or better; K = 256 0.84x against 0.83x, where 128 x 256 copying read 0.93x
+  // but 0.66x at K = 16: bench/NOTES.md item 83).
   template <class Tile, bool kBRowMajor>
-  using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, Wide, Tile>;
+  using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, TwoPerSm, Tile>;
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
   // Outputs narrower than 256 columns or 128 rows (smallK's backward products, 32768 x 64 and

@@ -184,14 +184,15 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     assert "128x256x32" in text and "16-byte loads" in text and "why: large output" in text
     assert "transposed by" not in text and "transposed through" not in text  # nothing contiguous along k
     # nn.Linear's layout (both operands contiguous along k) copies them transposed; short K keeps
-    # the registers where only A is contiguous along k, and copies in nn.Linear's layout.
+    # the registers where only A is contiguous along k, and runs the two-blocks tile, which
+    # copies, in nn.Linear's layout.
     linear = operands(4096, 4096, 4096, "nt", torch.float32, "cuda")
     assert "transposed by 4-byte cp.async copies" in tiledmm.explain(*linear, precision="ieee")
     short_k = operands(4096, 64, 4096, "nn", torch.float32, "cuda")
     assert "transposed through registers" in tiledmm.explain(*short_k, precision="ieee")
     short_k_linear = tiledmm.explain(*operands(4096, 64, 4096, "nt", torch.float32, "cuda"), precision="ieee")
-    assert "why: short K" in short_k_linear and "128x256x32" in short_k_linear
-    assert "transposed by 4-byte cp.async copies" in short_k_linear
+    assert "why: short K" in short_k_linear and "128x128x32" in short_k_linear
+    assert "2 block(s) per SM" in short_k_linear and "transposed by 4-byte cp.async copies" in short_k_linear
     # Short K without 16-byte alignment: 8 x 8 outputs per thread, two blocks per SM.
     odd = operands(4097, 33, 7, "nn", torch.float32, "cuda")
     odd_text = tiledmm.explain(*odd, precision="ieee")
