@@ -45,33 +45,44 @@ struct WorkItem {
   const T* b;
 };
 
+// Work item (z, row tile mt, column tile nt): z is the (matrix of the batch, slice of K) pair.
+template <int BM, int BN, int BK, typename T, typename Out>
+__device__ __forceinline__ WorkItem<T> work_item(const GemmArgs<T, Out>& args, int64_t z, int64_t mt, int64_t nt) {
+  const int64_t matrix = z / args.splits;
+  const int64_t k_begin = (z % args.splits) * args.k_chunk;
+  const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
+  return WorkItem<T>{z, mt * BM, nt * BN, k_begin, k_len, (k_len + BK - 1) / BK,
+                     args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b};
+}
+
+// Persistent blocks walk all the work items in one order, columns fastest, then rows, then z.
+template <int BM, int BN, typename T, typename Out>
+__device__ __forceinline__ int64_t persistent_items(const GemmArgs<T, Out>& args) {
+  return args.batch * args.splits * ((args.m + BM - 1) / BM) * ((args.n + BN - 1) / BN);
+}
+template <int BM, int BN, int BK, typename T, typename Out>
+__device__ __forceinline__ WorkItem<T> persistent_item(const GemmArgs<T, Out>& args, int64_t index) {
+  const int64_t n_tiles = (args.n + BN - 1) / BN, m_tiles = (args.m + BM - 1) / BM;
+  const int64_t rows = index / n_tiles;
+  return work_item<BM, BN, BK>(args, rows / m_tiles, rows % m_tiles, index % n_tiles);
+}
+
 // Calls body(WorkItem<T>) for each of this block's work items; every warp of the block runs
 // through the same items.
 //   Default: block (x, y, z) takes column tile x, and grid-strides over row tiles (y) and
 // (matrix, K slice) pairs z (gridDim.y and .z are capped at 65535).
-//   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles (columns
-// fastest, then rows, then z), gridDim.x apart, so that a block's next tile can start while its
+//   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles
+// (persistent_item's order), gridDim.x apart, so that a block's next tile can start while its
 // last one's output is still being written.
 template <int BM, int BN, int BK, bool kPersistent = false, typename T, typename Out, typename Body>
 __device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
-  const int64_t m_tiles = (args.m + BM - 1) / BM;
-  auto item = [&](int64_t z, int64_t mt, int64_t nt) {
-    const int64_t matrix = z / args.splits;
-    const int64_t k_begin = (z % args.splits) * args.k_chunk;
-    const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
-    return WorkItem<T>{z, mt * BM, nt * BN, k_begin, k_len, (k_len + BK - 1) / BK,
-                       args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b};
-  };
   if constexpr (kPersistent) {
-    const int64_t n_tiles = (args.n + BN - 1) / BN;
-    const int64_t tiles = args.batch * args.splits * m_tiles * n_tiles;
-    for (int64_t i = blockIdx.x; i < tiles; i += gridDim.x) {
-      const int64_t rows = i / n_tiles;
-      body(item(rows / m_tiles, rows % m_tiles, i % n_tiles));
-    }
+    const int64_t items = persistent_items<BM, BN>(args);
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) body(persistent_item<BM, BN, BK>(args, i));
   } else {
+    const int64_t m_tiles = (args.m + BM - 1) / BM;
     for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z)
-      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) body(item(z, mt, blockIdx.x));
+      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) body(work_item<BM, BN, BK>(args, z, mt, blockIdx.x));
   }
 }
 

@@ -153,6 +153,14 @@ struct ExactFloatFamily {
   // but 0.66x at K = 16: bench/NOTES.md item 83).
   template <class Tile, bool kBRowMajor>
   using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, TwoPerSm, Tile>;
+  // The register tile on Hopper, where the output allows a tensor map: persistent blocks whose
+  // output tiles leave by bulk copies while the next tile is computed (two stages: with the
+  // 128 KiB buffer, 227 KiB of shared memory; bench/NOTES.md item 85).
+  using PersistentRegisters = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, false, true>;
+  template <class Tile>
+  static bool runs_persistent(const DeviceLimits& device, const void* c, int64_t m, int64_t n, int64_t matrices) {
+    return std::is_same_v<Tile, Registers> && device.wgmma && output_map_fits(c, n, m, matrices, sizeof(float));
+  }
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
   // Outputs narrower than 256 columns or 128 rows (smallK's backward products, 32768 x 64 and
@@ -169,27 +177,45 @@ struct ExactFloatFamily {
   static constexpr LoadMode mode(bool vec) { return vec ? LoadMode::kVector : LoadMode::kWarpElement; }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
-  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
     using Tile = LayoutTile<TableTile, kBRowMajor>;
     constexpr LoadMode kMode = mode(kVec);
-    launch_with_smem<gemm_tiled_kernel<Tile, kMode, kARowMajor, kBRowMajor, Out>, Tile,
-                     TiledStages<Tile, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, num_sms, stream);
+    auto launch_tile = [&](auto tile, const OutputMap& map) {
+      using S = decltype(tile);
+      launch_with_smem<gemm_tiled_kernel<S, kMode, kARowMajor, kBRowMajor, Out>, S,
+                       TiledStages<S, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, device.num_sms, stream, map);
+    };
+    if constexpr (std::is_same_v<Tile, Registers>) {
+      if (runs_persistent<Tile>(device, args.c, args.m, args.n, args.batch * args.splits)) {
+        const OutputMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Tile::BM);
+        if (map.valid) return launch_tile(PersistentRegisters{}, map);
+      }
+    }
+    launch_tile(Tile{}, OutputMap{});
   }
   template <class TableTile, bool kVec>
-  static void describe(std::ostream& s, const GemmProblem& p) {
-    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true>, kVec>(s, p);
-    else describe_layout<LayoutTile<TableTile, false>, kVec>(s, p);
+  static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits& device) {
+    with_bool(p.b.row_major, [&](auto b_row) {
+      using Tile = LayoutTile<TableTile, decltype(b_row)::value>;
+      if constexpr (std::is_same_v<Tile, Registers>) {
+        if (runs_persistent<Tile>(device, p.c, p.m, p.n, p.batch)) return describe_layout<PersistentRegisters, kVec>(s, p);
+      }
+      describe_layout<Tile, kVec>(s, p);
+    });
   }
   template <class Tile, bool kVec>
   static void describe_layout(std::ostream& s, const GemmProblem& p) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", " << Tile::TM
       << "x" << Tile::TN << " outputs per thread, " << Tile::kStages << "-stage pipeline ("
-      << smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks
+      << tile_smem_bytes<Tile, kVec>(p) / 1024 << " KiB shared memory), " << Tile::kMinBlocks
       << " block(s) per SM";
     if (p.a.row_major || !p.b.row_major)  // an operand contiguous along k
       s << "; operands contiguous along k transposed "
         << (Tile::kAsyncTranspose ? "by 4-byte cp.async copies" : "through registers");
+    if constexpr (Tile::kPersistent)
+      s << "; persistent (each block walks output tiles; a tile's result leaves its own shared-memory buffer "
+           "by bulk asynchronous copies while the next tile is computed)";
   }
   static const char* load_text(bool vec) {
     return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B); one contiguous "
@@ -198,14 +224,23 @@ struct ExactFloatFamily {
                  "an operand contiguous along m (A) or n (B); one contiguous along k is transposed into its "
                  "stage on the way";
   }
+  // Shared memory of a tile as it runs in the problem's layout (Tile: after LayoutTile).
   template <class Tile, bool kVec>
-  static int smem_bytes(const GemmProblem& p) {
+  static int tile_smem_bytes(const GemmProblem& p) {
     int bytes = 0;
     with_bool(p.a.row_major, [&](auto a_row) {
       with_bool(p.b.row_major, [&](auto b_row) {
-        constexpr bool kARowMajor = decltype(a_row)::value, kBRowMajor = decltype(b_row)::value;
-        bytes = TiledStages<LayoutTile<Tile, kBRowMajor>, mode(kVec), kARowMajor, kBRowMajor>::kSmemBytes;
+        bytes = TiledStages<Tile, mode(kVec), decltype(a_row)::value, decltype(b_row)::value>::kSmemBytes;
       });
+    });
+    return bytes;
+  }
+  // A table tile's (the persistent variant needs more, on Hopper, which has it).
+  template <class TableTile, bool kVec>
+  static int smem_bytes(const GemmProblem& p) {
+    int bytes = 0;
+    with_bool(p.b.row_major, [&](auto b_row) {
+      bytes = tile_smem_bytes<LayoutTile<TableTile, decltype(b_row)::value>, kVec>(p);
     });
     return bytes;
   }
@@ -225,13 +260,13 @@ struct MmaFamily {
   static constexpr bool kTransposesRowMajorProducts = false;
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
-  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
     constexpr LoadMode kMode = kVec ? LoadMode::kVector : fallback_load_mode<T>();
     launch_with_smem<gemm_mma_kernel<Math, Tile, kMode, kMode, kARowMajor, kBRowMajor, Out>, Tile,
-                     mma_smem_bytes<T, Tile>()>(args, num_sms, stream);
+                     mma_smem_bytes<T, Tile>()>(args, device.num_sms, stream);
   }
   template <class Tile, bool kVec>
-  static void describe(std::ostream& s, const GemmProblem&) {
+  static void describe(std::ostream& s, const GemmProblem&, const DeviceLimits&) {
     s << Tile::BM << "x" << Tile::BN << "x" << Tile::BK << " (m x n x k per block), "
       << Tile::kWarpsM * Tile::kWarpsN << " warps of " << Tile::WTM << "x" << Tile::WTN << ", "
       << Tile::kStages << "-stage cp.async pipeline (" << mma_smem_bytes<T, Tile>() / 1024
@@ -338,7 +373,7 @@ struct WgmmaFamily {
   }
 
   template <class TableTile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
-  static void launch(const GemmArgs<T, Out>& args, int num_sms, cudaStream_t stream) {
+  static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
     using Tile = LayoutTile<TableTile, kBRowMajor, kVec>;
     constexpr LoadMode kMode = mode(kVec);
     constexpr int kSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
@@ -354,11 +389,11 @@ struct WgmmaFamily {
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
                                      args.batch * args.splits, kTransposedOut ? Tile::BN : Tile::BM);
       launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>, Tile,
-                       kSmem>(args, num_sms, stream, output_map);
+                       kSmem>(args, device.num_sms, stream, output_map);
     }
   }
   template <class TableTile, bool kVec>
-  static void describe(std::ostream& s, const GemmProblem& p) {
+  static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits&) {
     if (p.b.row_major) describe_layout<LayoutTile<TableTile, true, kVec>, kVec>(s, p);
     else describe_layout<LayoutTile<TableTile, false, kVec>, kVec>(s, p);
   }
@@ -569,7 +604,7 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, const D
           constexpr bool kARow = decltype(a_row)::value, kBRow = decltype(b_row)::value;
           auto launch = [&](auto transposed) {
             Family::template launch<Tile, Out, decltype(vec)::value, kARow, kBRow,
-                                    decltype(transposed)::value>(args, device.num_sms, stream);
+                                    decltype(transposed)::value>(args, device, stream);
             STD_CUDA_KERNEL_LAUNCH_CHECK();
           };
           // Transposed products come out of orient() with both operands column-major.
@@ -634,7 +669,7 @@ std::string describe_family(const GemmProblem& problem, const DeviceLimits& devi
   with_table<Family>(plan.vec, [&](auto vec, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       s << "tile " << plan.tile << ": ";
-      Family::template describe<decltype(shape), decltype(vec)::value>(s, p);
+      Family::template describe<decltype(shape), decltype(vec)::value>(s, p, device);
       s << "\n";
     });
   });

@@ -34,6 +34,34 @@ struct NanRepair {
 };
 struct NoRepair {};
 
+// Where output (line l, element e) of a tile of kLines lines is staged for bulk tensor copies:
+// in the boxes of the output's tensor map (output_tensor_map.h), one per 128 bytes along a line,
+// each kLines rows of 128 bytes whose 16-byte chunks are swizzled by the row (l % 8), as the
+// map's 128-byte swizzle wants: bank-conflict-free for 16-byte stores along a line and for
+// stores across lines alike.
+template <typename Out, int kLines>
+__device__ __forceinline__ int bulk_box_offset(int l, int e) {
+  constexpr unsigned kVec = 16 / sizeof(Out), kBoxElems = 8 * kVec;
+  // Unsigned, so that the divisions by powers of two are shifts.
+  const unsigned ul = l, ue = e, x = ue % kBoxElems;
+  return static_cast<int>(((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kVec) ^ (ul % 8)) * kVec + x % kVec);
+}
+
+// Sends a staged tile (bulk_box_offset's layout, kLines lines of kLineLen elements) to the
+// output at element e0 of line line0 of matrix z, by one bulk tensor copy per box (sm_90; parts
+// outside the output are not written), committed as one group. One thread calls it, after a
+// fence for the async proxy and a barrier behind every thread's staging stores.
+template <int kLines, int kLineLen, typename Out>
+__device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile, int64_t e0, int64_t line0,
+                                               int64_t z) {
+  constexpr int kBoxElems = 128 / static_cast<int>(sizeof(Out));
+#pragma unroll
+  for (int q = 0; q < kLineLen / kBoxElems; ++q)
+    ptx::bulk_tensor_store(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
+                           static_cast<int>(line0), static_cast<int>(z));
+  ptx::bulk_commit();
+}
+
 // value(i, j, half, e): the accumulator of row g + 8 half, column 2 t4 + e of tile (i, j).
 // c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
 // kStaged: through shared memory at smem, so that global memory sees whole 16-byte segments of
@@ -69,18 +97,11 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     }
     sync::warps<kThreads>();  // every warp is done with the memory the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
-    // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes,
-    // kLineLen / kBoxElems of them, each kLines rows of 128 bytes whose 16-byte chunks are
-    // swizzled by the row (l % 8): bank-conflict-free in both orientations.
-    constexpr int kVec = 16 / static_cast<int>(sizeof(Out)), kBoxElems = 8 * kVec;
+    // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes.
+    constexpr int kVec = 16 / static_cast<int>(sizeof(Out));
     auto at = [&](int l, int e) -> Out& {
-      if constexpr (kBulk) {
-        // Unsigned, so that the divisions by powers of two are shifts.
-        const unsigned ul = l, ue = e, x = ue % kBoxElems;
-        return tile[((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kVec) ^ (ul % 8)) * kVec + x % kVec];
-      } else {
-        return tile[l * kOutLd + e];
-      }
+      if constexpr (kBulk) return tile[bulk_box_offset<Out, kLines>(l, e)];
+      else return tile[l * kOutLd + e];
     };
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -92,7 +113,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
           // address per (i, half, e) and constant offsets (computed per j, the swizzled addresses
           // spilled 236 bytes in the 3xTF32 tile). Padded: lanes (g, t4) hit banks g + 8 t4
           // (mod 32), 2 kOutLd being 8 words past a multiple of 32.
-          constexpr int kLineStride = kBulk ? kBoxElems : kOutLd;
+          constexpr int kLineStride = kBulk ? 128 / static_cast<int>(sizeof(Out)) : kOutLd;  // a box row
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             Out* const first = &at(warp_n + 2 * t4 + e, r);
@@ -122,13 +143,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     sync::warps<kThreads>();
     if constexpr (kBulk) {
       if (map) {
-        if (tid == 0) {
-#pragma unroll
-          for (int q = 0; q < kLineLen / kBoxElems; ++q)
-            ptx::bulk_tensor_store(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
-                                   static_cast<int>(line0), static_cast<int>(z));
-          ptx::bulk_commit();
-        }
+        if (tid == 0) send_bulk_tile<kLines, kLineLen>(map, tile, e0, line0, z);
         return;
       }
     }

@@ -11,12 +11,18 @@
 // output in k order (the exact float32 sum), the values read by 16-byte shared-memory loads.
 // Loads are predicated against the matrix extent and zero-filled beyond it, so any shape works;
 // 16-byte loads where the dispatcher finds the operand 16-byte aligned, element loads otherwise.
+// Outputs go from registers to global memory, or, in persistent blocks (TiledTile::kPersistent),
+// through a shared-memory buffer that sm_90's bulk tensor copies send out while the block computes
+// its next tile.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "gemm_common.cuh"
+#include "gemm_epilogue.cuh"
+#include "output_tensor_map.h"
+#include "ptx.cuh"
 #include "stage_loader.cuh"
 #include "stage_pipeline.cuh"
 
@@ -24,18 +30,24 @@ namespace tiledmm {
 
 // kMinBlocks: blocks that must fit on one multiprocessor (caps registers per thread).
 // kAsyncTranspose: operands contiguous along K transposed by cp.async copies, not registers.
+// kPersistent: a grid of one block per SM walks the output tiles; each tile is staged in a buffer
+// of its own and leaves by bulk tensor copies (sm_90) while the block computes the next one,
+// whose first K tile is copied in while the last one is staged.
 template <int BM_, int BN_, int BK_, int kWarpsM_, int kWarpsN_, int TM_, int TN_, int kStages_,
-          int kMinBlocks_ = 1, bool kAsyncTranspose_ = false>
+          int kMinBlocks_ = 1, bool kAsyncTranspose_ = false, bool kPersistent_ = false>
 struct TiledTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_;
   static constexpr int TM = TM_, TN = TN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kAsyncTranspose = kAsyncTranspose_;
+  static constexpr bool kAsyncTranspose = kAsyncTranspose_, kPersistent = kPersistent_;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
   static constexpr int kLanesM = WTM / TM, kLanesN = WTN / TN;  // a warp's lanes: kLanesM x kLanesN
   static_assert(kLanesM * kLanesN == 32 && WTM % TM == 0 && WTN % TN == 0,
                 "the lanes must tile the warp tile");
   static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "16-byte loads, four k steps a round");
+  static_assert(!kPersistent || (kMinBlocks == 1 && kStages == 2 && BN % 32 == 0),
+                "persistent: one block per SM, the next item's first K tile prefetched into stage 0 "
+                "while the rest are free, and whole 128-byte boxes");
 };
 
 // The x-major stage of one operand: BK lines of BX.
@@ -59,7 +71,7 @@ struct TransposingLoader {
   static_assert(BX % kLinesPerPass == 0 && kChunksPerLine % 2 == 0,
                 "threads must cover the tile in pairs of chunks");
   static_assert(Tile::kLineStride % 32 == 4, "the stores' bank pattern above");
-  static constexpr int kStageElems = whole_kib_elems<float>(Tile::kElems);  // as StageLoader's
+  static constexpr int kStageElems = stage_elems<float, Tile>(Tile::kElems);  // as StageLoader's
 
   float staged[kPasses][kChunkPairs][4];
   const float* ptr;  // this thread's first chunk of the next tile
@@ -115,7 +127,7 @@ struct AsyncTransposingLoader {
   static constexpr int kLineGroups = BX / kGroupLines, kKGroups = BK / 8;
   static_assert(BX % kGroupLines == 0 && BK % 8 == 0, "warps must cover the tile in 4 x 8 copies");
   static_assert(Tile::kLineStride % 32 == 4, "the copies' bank pattern above");
-  static constexpr int kStageElems = whole_kib_elems<float>(Tile::kElems);
+  static constexpr int kStageElems = stage_elems<float, Tile>(Tile::kElems);
 
   const float* base;  // the matrix: the source address of zero-filled copies
   const float* ptr;   // this thread's first element of the next tile
@@ -171,7 +183,11 @@ struct TiledStages {
                 "the register transposer loads 16-byte chunks: element-wise tiles transpose by copies");
   using ALoader = TiledLoader<Tile, Tile::BM, kMode, kARowMajor>;
   using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;
+  // A persistent tile's output buffer comes first, 1024-byte aligned (the bulk copies' swizzle),
+  // with 1024 bytes to align it.
+  static constexpr int kBufferBytes = Tile::kPersistent ? Tile::BM * Tile::BN * static_cast<int>(sizeof(float)) : 0;
   static constexpr int kSmemBytes =
+      (Tile::kPersistent ? kBufferBytes + 1024 : 0) +
       Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(float));
 };
 
@@ -212,21 +228,98 @@ struct LaneSlice {
   }
 };
 
+// The math of one K tile: acc += its slab of A (stage as) times its slab of B (stage bs), for the
+// lane whose first row and column in the block's tile are a_x0 and b_x0.
+template <class Tile>
+__device__ __forceinline__ void multiply_stage(const float* as, const float* bs, int a_x0, int b_x0,
+                                               float (&acc)[Tile::TM][Tile::TN]) {
+  using ASlice = LaneSlice<Tile::TM, Tile::kLanesM>;
+  using BSlice = LaneSlice<Tile::TN, Tile::kLanesN>;
+  // Rounds of four k steps: B's values for the round stay in registers, A's come a group of 4
+  // rows at a time (fewer registers live than with both whole).
+#pragma unroll
+  for (int k0 = 0; k0 < Tile::BK; k0 += 4) {
+    float bf[4][Tile::TN];
+    BSlice::template load<TiledStage<Tile::BN, Tile::BK>>(bs, b_x0, k0, bf);
+#pragma unroll
+    for (int g = 0; g < ASlice::kGroups; ++g) {
+      float af[4][4];
+      ASlice::template load_group<TiledStage<Tile::BM, Tile::BK>>(as, a_x0, k0, g, af);
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int j = 0; j < Tile::TN; ++j) {
+            float& c = acc[4 * g + r][j];
+            c = fmaf(af[s][r], bf[s][j], c);
+          }
+    }
+  }
+}
+
+// Writes a lane's outputs of work item w straight from its registers: its groups of 4 adjacent
+// columns in one 16-byte store each when rows are 16-byte aligned (n % 4 == 0: a group is then
+// all inside or all outside).
+template <class Tile, typename Out>
+__device__ __forceinline__ void store_tile(const GemmArgs<float, Out>& args, const WorkItem<float>& w, int a_x0,
+                                           int b_x0, const float (&acc)[Tile::TM][Tile::TN]) {
+  using ASlice = LaneSlice<Tile::TM, Tile::kLanesM>;
+  using BSlice = LaneSlice<Tile::TN, Tile::kLanesN>;
+  Out* c = args.c + w.z * args.m * args.n;
+  const bool vec_out = args.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+#pragma unroll
+  for (int i = 0; i < Tile::TM; ++i) {
+    const int64_t row = w.m0 + a_x0 + ASlice::step(i);
+    if (row >= args.m) continue;
+    Out* out = c + row * args.n;
+#pragma unroll
+    for (int j = 0; j < Tile::TN; j += 4) {
+      const int64_t col = w.n0 + b_x0 + BSlice::step(j);
+      if (vec_out) {
+        if (col < args.n)
+          *reinterpret_cast<float4*>(out + col) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          if (col + v < args.n) out[col + v] = acc[i][j + v];
+      }
+    }
+  }
+}
+
+// Stages a lane's outputs in a persistent block's buffer, as the output's tensor map's boxes
+// (bulk_box_offset): a warp's 16-byte stores at one (i, j) cover 4 rows x 128 bytes of one box,
+// each quarter warp one row's 8 chunks, which the swizzle keeps in distinct banks.
+template <class Tile>
+__device__ __forceinline__ void stage_tile(float* buffer, int a_x0, int b_x0, const float (&acc)[Tile::TM][Tile::TN]) {
+  using ASlice = LaneSlice<Tile::TM, Tile::kLanesM>;
+  using BSlice = LaneSlice<Tile::TN, Tile::kLanesN>;
+#pragma unroll
+  for (int i = 0; i < Tile::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < Tile::TN; j += 4)
+      *reinterpret_cast<float4*>(buffer + bulk_box_offset<float, Tile::BM>(a_x0 + ASlice::step(i), b_x0 + BSlice::step(j))) =
+          make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+}
+
+// output_map: the output's tensor map (persistent tiles, which the dispatcher launches only on
+// sm_90 with a valid map).
 template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_tiled_kernel(const GemmArgs<float, Out> args) {
+    gemm_tiled_kernel(const GemmArgs<float, Out> args, const __grid_constant__ OutputMap output_map) {
   static_assert(std::is_same_v<Out, float>, "float32 outputs (split K's slices are float32 too)");
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, TM = Tile::TM, TN = Tile::TN;
   using Stages = TiledStages<Tile, kMode, kARowMajor, kBRowMajor>;
   using ALoader = typename Stages::ALoader;
   using BLoader = typename Stages::BLoader;
-  using AStage = TiledStage<BM, BK>;
-  using BStage = TiledStage<BN, BK>;
   using ASlice = LaneSlice<TM, Tile::kLanesM>;
   using BSlice = LaneSlice<TN, Tile::kLanesN>;
 
-  extern __shared__ __align__(16) float smem_f32[];
-  float* const a_stages = smem_f32;
+  extern __shared__ __align__(16) unsigned char smem_tiled[];
+  unsigned char* const buffer_bytes = smem_tiled + (1024 - ptx::smem_address(smem_tiled) % 1024) % 1024;
+  float* const buffer = reinterpret_cast<float*>(buffer_bytes);
+  float* const a_stages = reinterpret_cast<float*>(Tile::kPersistent ? buffer_bytes + Stages::kBufferBytes : smem_tiled);
   float* const b_stages = a_stages + Tile::kStages * ALoader::kStageElems;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -235,67 +328,65 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   const int b_x0 = (warp % Tile::kWarpsN) * Tile::WTN + BSlice::first(lane % Tile::kLanesN);
   ALoader a_loader;
   BLoader b_loader;
-
-  for_each_work_item<BM, BN, BK>(args, [&](const WorkItem<float>& w) {
-    const int64_t n0 = w.n0;
-    float acc[TM][TN];
+  float acc[TM][TN];
+  auto multiply = [&](const float* as, const float* bs) { multiply_stage<Tile>(as, bs, a_x0, b_x0, acc); };
+  auto clear = [&] {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-
+  };
+  auto start = [&](const WorkItem<float>& w) {
     a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
-    b_loader.start(w.b, args.ldb, n0, w.k_begin, tid);
-    multiply_k_tiles<Tile::kStages, BK>(
-        a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - n0, w.k_len,
-        [&](const float* as, const float* bs) {
-          // Rounds of four k steps: B's values for the round stay in registers, A's come a group
-          // of 4 rows at a time (fewer registers live than with both whole).
-#pragma unroll
-          for (int k0 = 0; k0 < BK; k0 += 4) {
-            float bf[4][TN];
-            BSlice::template load<BStage>(bs, b_x0, k0, bf);
-#pragma unroll
-            for (int g = 0; g < ASlice::kGroups; ++g) {
-              float af[4][4];
-              ASlice::template load_group<AStage>(as, a_x0, k0, g, af);
-#pragma unroll
-              for (int s = 0; s < 4; ++s)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-#pragma unroll
-                  for (int j = 0; j < TN; ++j) {
-                    float& c = acc[4 * g + r][j];
-                    c = fmaf(af[s][r], bf[s][j], c);
-                  }
-            }
-          }
-        });
+    b_loader.start(w.b, args.ldb, w.n0, w.k_begin, tid);
+  };
 
-    // A lane's groups of 4 adjacent columns go out in one 16-byte store each when rows are
-    // 16-byte aligned (n % 4 == 0: a group is then all inside or all outside).
-    Out* c = args.c + w.z * args.m * args.n;
-    const bool vec_out = args.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int64_t row = w.m0 + a_x0 + ASlice::step(i);
-      if (row >= args.m) continue;
-      Out* out = c + row * args.n;
-#pragma unroll
-      for (int j = 0; j < TN; j += 4) {
-        const int64_t col = n0 + b_x0 + BSlice::step(j);
-        if (vec_out) {
-          if (col < args.n)
-            *reinterpret_cast<float4*>(out + col) =
-                make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
-        } else {
-#pragma unroll
-          for (int v = 0; v < 4; ++v)
-            if (col + v < args.n) out[col + v] = acc[i][j + v];
-        }
+  if constexpr (!Tile::kPersistent) {
+    for_each_work_item<BM, BN, BK>(args, [&](const WorkItem<float>& w) {
+      clear();
+      start(w);
+      multiply_k_tiles<Tile::kStages, BK>(a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0,
+                                          w.k_len, multiply);
+      store_tile<Tile>(args, w, a_x0, b_x0, acc);
+    });
+  } else if constexpr (!ptx::kBulkCopies) {
+    __trap();  // not an sm_90 pass: the dispatcher launches persistent tiles only on sm_90
+  } else {
+    // Each item: its K loop (its first tile already in flight), then, once every warp is done with
+    // the stages and the last tile's copies have read the buffer, the next item's first K tile is
+    // copied in while this one is staged and sent.
+    const int64_t items = persistent_items<BM, BN>(args);
+    int64_t i = blockIdx.x;
+    if (i >= items) return;
+    WorkItem<float> w = persistent_item<BM, BN, BK>(args, i);
+    start(w);
+    fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
+    ptx::cp_async_commit();
+    deposit_k_tile(a_loader, b_loader, a_stages, b_stages, 0);
+    while (true) {
+      clear();
+      run_k_tiles<Tile::kStages, BK>(a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0, w.k_len,
+                                     multiply);
+      if (tid == 0) ptx::bulk_wait_read<0>();  // the last tile's copies have read the buffer
+      __syncthreads();  // ... and every warp is done with the stages
+      const int64_t next = i + gridDim.x;
+      const WorkItem<float> item = w;
+      if (next < items) {
+        w = persistent_item<BM, BN, BK>(args, next);
+        start(w);
+        fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
       }
+      ptx::cp_async_commit();
+      stage_tile<Tile>(buffer, a_x0, b_x0, acc);
+      ptx::fence_shared_for_async_proxy();
+      __syncthreads();
+      if (tid == 0) send_bulk_tile<BM, BN>(&output_map.map, buffer, item.n0, item.m0, item.z);
+      if (next >= items) break;
+      deposit_k_tile(a_loader, b_loader, a_stages, b_stages, 0);
+      i = next;
     }
-  });
+    finish_bulk_output();
+  }
 }
 
 }  // namespace tiledmm

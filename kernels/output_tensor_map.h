@@ -1,9 +1,10 @@
-// The output of a persistent wgmma kernel as a tensor map, for sm_90's bulk tensor copies out of
-// shared memory: elements along a line of the output (a row, or a column when it is written
+// The output of a persistent kernel (gemm_wgmma, gemm_tiled) as a tensor map, for sm_90's bulk
+// tensor copies out of shared memory: elements along a line of the output (a row, or a column when it is written
 // column-major) as dimension 0, its lines as dimension 1, its matrices (batch, K slices) as
 // dimension 2; boxes of 128 bytes along a line by a tile's lines, 128-byte swizzled. Built on the
 // host for each launch; where the output's layout rules a map out (16-byte alignment of its start
-// and strides), `valid` is false and the kernel's threads copy the tile out themselves.
+// and strides), `valid` is false and the kernel's threads copy the tile out themselves (gemm_wgmma) or the
+// dispatcher runs a tile that is not persistent (gemm_tiled).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,14 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
+// Whether c, `matrices` matrices of `lines` lines of line_len elements of `size` bytes, contiguous,
+// can have a map: coordinates are 32-bit; the start and strides multiples of 16 bytes, under 2^40.
+inline bool output_map_fits(const void* c, int64_t line_len, int64_t lines, int64_t matrices, int64_t size) {
+  const int64_t line_bytes = line_len * size, matrix_bytes = line_bytes * lines;
+  return reinterpret_cast<uintptr_t>(c) % 16 == 0 && line_bytes % 16 == 0 && (matrices == 1 || matrix_bytes % 16 == 0) &&
+         line_len <= INT32_MAX && lines <= INT32_MAX && matrices <= INT32_MAX && matrix_bytes < (int64_t(1) << 40);
+}
+
 // c: `matrices` matrices of `lines` lines of line_len elements, contiguous.
 template <typename Out>
 OutputMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines) {
@@ -49,11 +58,7 @@ OutputMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
   constexpr int64_t kSize = sizeof(Out);
   OutputMap out{};
   const int64_t line_bytes = line_len * kSize, matrix_bytes = line_bytes * lines;
-  // Coordinates are 32-bit; strides multiples of 16 bytes under 2^40.
-  const bool fits = reinterpret_cast<uintptr_t>(c) % 16 == 0 && line_bytes % 16 == 0 &&
-                    (matrices == 1 || matrix_bytes % 16 == 0) && line_len <= INT32_MAX && lines <= INT32_MAX &&
-                    matrices <= INT32_MAX && matrix_bytes < (int64_t(1) << 40);
-  const auto encode = fits ? tensor_map_encoder() : nullptr;
+  const auto encode = output_map_fits(c, line_len, lines, matrices, kSize) ? tensor_map_encoder() : nullptr;
   if (!encode) return out;
   const cuuint64_t dims[3] = {cuuint64_t(line_len), cuuint64_t(lines), cuuint64_t(matrices)};
   // A single matrix's stride is never used: any multiple of 16 does.

@@ -47,6 +47,13 @@ __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void fence_shared_for_async_proxy() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Whether this compilation pass has sm_90's bulk copies (the kernels using them compile to a
+// trap elsewhere, and the dispatcher launches them only on sm_90).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kBulkCopies = true;
+#else
+constexpr bool kBulkCopies = false;
+#endif
 // Bulk asynchronous copy (sm_90, the TMA unit) of a box of a 3-d tensor map (in kernel parameter
 // space: a __grid_constant__ argument) from shared memory (laid out as the map says) to the tensor
 // at coordinates (x, y, z), in the background; parts of the box outside the tensor are not

@@ -26,6 +26,7 @@ struct SwizzledTile {
   static constexpr int kLines = kLines_, kLineElems = kLineElems_;
   static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
   static constexpr int kElems = kLines * kLineElems;
+  static constexpr int kStageAlign = 1024;  // bytes: the permutation repeats every 8 rows
   static_assert(kLineElems * sizeof(T) % 128 == 0, "lines must be whole 128-byte rows");
 
   __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
@@ -46,6 +47,7 @@ struct Swizzle128Tile {
   static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
   static constexpr int kBlockElems = 128 / static_cast<int>(sizeof(T));  // one 128-byte row
   static constexpr int kElems = kLines * kLineElems;
+  static constexpr int kStageAlign = 1024;  // bytes: the swizzle atom
   static_assert(kLineElems % kBlockElems == 0 && kLines % 8 == 0, "whole swizzle atoms");
 
   __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
@@ -65,6 +67,7 @@ struct PaddedTile {
   static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(T));
   static constexpr int kLineStride = kLineElems + kChunkElems;
   static constexpr int kElems = kLines * kLineStride;
+  static constexpr int kStageAlign = 128;  // bytes: every stage starts at bank 0
   static_assert(kLineElems % kChunkElems == 0, "lines of whole 16-byte chunks");
 
   __host__ __device__ __forceinline__ static constexpr int offset(int line, int e) {
@@ -100,12 +103,12 @@ static_assert(swizzle_repeats<SwizzledTile<double, 24, 32>>() && swizzle_repeats
               swizzle_repeats<Swizzle128Tile<uint16_t, 24, 128>>(),
               "swizzled layouts repeat every 8 lines and 128 bytes");
 
-// Elements of a stage holding `elems` elements of T, rounded up to whole 1024 bytes (the
-// swizzle atom's alignment, which the next stage needs).
-template <typename T>
-constexpr int whole_kib_elems(int elems) {
-  constexpr int kKib = 1024 / static_cast<int>(sizeof(T));
-  return (elems + kKib - 1) / kKib * kKib;
+// Elements of a stage holding `elems` elements of T in Tile's layout, rounded up to the layout's
+// alignment (which the next stage needs: 1024 bytes for the swizzled ones).
+template <typename T, class Tile>
+constexpr int stage_elems(int elems) {
+  constexpr int kAlign = Tile::kStageAlign / static_cast<int>(sizeof(T));
+  return (elems + kAlign - 1) / kAlign * kAlign;
 }
 
 // How global memory reaches a stage.
@@ -255,8 +258,8 @@ struct StageLoader {
 
   static constexpr int kStageTiles = kStageTiles_;
   static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
-  // A stage's elements: its tiles and side slots, in whole 1024 bytes.
-  static constexpr int kStageElems = whole_kib_elems<T>(kStageTiles * Tile::kElems + kSideElems);
+  // A stage's elements: its tiles and side slots.
+  static constexpr int kStageElems = stage_elems<T, Tile>(kStageTiles * Tile::kElems + kSideElems);
   // Work on a tile's copies once they have landed, before the barrier that publishes it (finish):
   // kWindowed shifts them into place.
   static constexpr bool kFinishesInPlace = kWindowed;

@@ -252,17 +252,30 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     for precision in ("highest", "tf32"):
         text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision=precision)
         assert "why: short K" in text and PERSISTENT in text and "m64n128k8" in text
+    # The exact kernel's short-K register tile is persistent too where the output allows a tensor
+    # map (rows of whole 16 bytes); in nn.Linear's layout the two-blocks tile runs instead.
+    text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision="ieee")
+    assert "128x256x32" in text and "2-stage pipeline" in text and PERSISTENT in text
+    assert PERSISTENT not in tiledmm.explain(*operands(32768, 64, 32768, "nt", torch.float32, "cuda"), precision="ieee")
 
 
-# Persistent short-K tiles (128 x 128): a batch of 4 outputs of 81-99 tiles each, two or three
-# tiles per block on a 132-SM GPU; lines whose length is a multiple of 4 (bulk copies out) and
-# one that is not.
+# Persistent short-K tiles (128 x 128 on wgmma, 128 x 256 exact): a batch of 4 outputs of 36-99
+# tiles each, one to three tiles per block on a 132-SM GPU; lines whose length is a multiple of 4
+# (bulk copies out) and one that is not.
 PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
+
+
+def runs_persistent(precision, layout, m, k, n):
+    """Whether Hopper's dispatcher picks a persistent tile for these operands (contiguous, as
+    operands() makes them)."""
+    if precision == "ieee":  # the register tile: B row-major, 16-byte loads, a tensor map of the output
+        return layout in ("nn", "tn") and n % 4 == 0 and (k if layout == "nn" else m) % 4 == 0
+    return precision == "tf32" or layout != "tn"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
-@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+@pytest.mark.parametrize("precision", ["ieee", "tf32", "3xtf32"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m,k,n", PERSISTENT_SHAPES)
 def test_persistent_blocks_walk_many_output_tiles(precision, layout, m, k, n):
@@ -271,7 +284,7 @@ def test_persistent_blocks_walk_many_output_tiles(precision, layout, m, k, n):
     own buffer, which the block fills again only once they have read it."""
     a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(4,))
     text = tiledmm.explain(a, b, precision=precision)
-    assert (PERSISTENT in text) == (precision == "tf32" or layout != "tn")
+    assert (PERSISTENT in text) == runs_persistent(precision, layout, m, k, n)
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (4, m, n), torch.float32, "cuda")
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
