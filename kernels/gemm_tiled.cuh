@@ -352,9 +352,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   } else if constexpr (!ptx::kBulkCopies) {
     __trap();  // not an sm_90 pass: the dispatcher launches persistent tiles only on sm_90
   } else {
-    // Each item: its K loop (its first tile already in flight), then, once every warp is done with
-    // the stages and the last tile's copies have read the buffer, the next item's first K tile is
-    // copied in while this one is staged and sent.
+    // One pipeline runs through the block's items: the last K tile of one is computed while the
+    // next one's first is copied in (beyond). An item's output is staged in the buffer once the
+    // last tile's copies have read it, and thread 0 sends it out after the next item's second
+    // K tile has been asked for: copies queued behind 128 KiB of output would land late.
     const int64_t items = persistent_items<BM, BN>(args);
     int64_t i = blockIdx.x;
     if (i >= items) return;
@@ -363,28 +364,43 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
     ptx::cp_async_commit();
     deposit_k_tile(a_loader, b_loader, a_stages, b_stages, 0);
+    int stage = 0;
+    WorkItem<float> sent{};  // the item whose staged output awaits its bulk copies (unsent: z < 0)
+    sent.z = -1;
+    auto send = [&] {
+      if (tid == 0 && sent.z >= 0) send_bulk_tile<BM, BN>(&output_map.map, buffer, sent.n0, sent.m0, sent.z);
+      sent.z = -1;
+    };
     while (true) {
-      clear();
-      run_k_tiles<Tile::kStages, BK>(a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0, w.k_len,
-                                     multiply);
-      if (tid == 0) ptx::bulk_wait_read<0>();  // the last tile's copies have read the buffer
-      __syncthreads();  // ... and every warp is done with the stages
       const int64_t next = i + gridDim.x;
-      const WorkItem<float> item = w;
-      if (next < items) {
-        w = persistent_item<BM, BN, BK>(args, next);
-        start(w);
-        fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
-      }
-      ptx::cp_async_commit();
+      const bool has_next = next < items;
+      const WorkItem<float> after = has_next ? persistent_item<BM, BN, BK>(args, next) : w;
+      clear();
+      stage = run_k_tiles<Tile::kStages, BK>(
+          a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0, w.k_len,
+          [&](const float* as, const float* bs) {
+            send();
+            multiply(as, bs);
+          },
+          stage, [&](int64_t j, int s) {
+            if (!has_next || j >= after.k_tiles) return false;
+            if (j == 0) start(after);
+            fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, s, j, args.m - after.m0, args.n - after.n0,
+                             after.k_len);
+            return true;
+          });
+      send();  // an item without K tiles
+      if (tid == 0) ptx::bulk_wait_read<0>();  // the last tile's copies have read the buffer
+      __syncthreads();
       stage_tile<Tile>(buffer, a_x0, b_x0, acc);
       ptx::fence_shared_for_async_proxy();
       __syncthreads();
-      if (tid == 0) send_bulk_tile<BM, BN>(&output_map.map, buffer, item.n0, item.m0, item.z);
-      if (next >= items) break;
-      deposit_k_tile(a_loader, b_loader, a_stages, b_stages, 0);
+      sent = w;
+      if (!has_next) break;
+      w = after;
       i = next;
     }
+    send();
     finish_bulk_output();
   }
 }
