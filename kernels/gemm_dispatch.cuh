@@ -153,13 +153,18 @@ struct ExactFloatFamily {
   // but 0.66x at K = 16: bench/NOTES.md item 83).
   template <class Tile, bool kBRowMajor>
   using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, TwoPerSm, Tile>;
-  // The register tile on Hopper, where the output allows a tensor map: persistent blocks whose
-  // output tiles leave by bulk copies while the next tile is computed (two stages: with the
-  // 128 KiB buffer, 227 KiB of shared memory; bench/NOTES.md item 85).
-  using PersistentRegisters = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, false, true>;
+  // The short-K register tile on Hopper, where the output allows a tensor map and K fits in two
+  // stages: persistent blocks whose output tiles leave by bulk copies while the next tile is
+  // computed, operands transposed by copies (two stages: with the 128 KiB buffer, 227 KiB of
+  // shared memory). Longer K measured slower than the register tile (K = 256: 0.97x torch against
+  // 1.03x; K = 64, A^T x B: 1.14x against 1.08x; bench/NOTES.md item 85): copies asked for after
+  // a tile's bulk copies land behind them.
+  using Persistent = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, true, true>;
   template <class Tile>
-  static bool runs_persistent(const DeviceLimits& device, const void* c, int64_t m, int64_t n, int64_t matrices) {
-    return std::is_same_v<Tile, Registers> && device.wgmma && output_map_fits(c, n, m, matrices, sizeof(float));
+  static bool runs_persistent(const DeviceLimits& device, const void* c, int64_t m, int64_t n, int64_t k,
+                              int64_t matrices) {
+    return std::is_same_v<Tile, Registers> && device.wgmma && k <= Persistent::kStages * Persistent::BK &&
+           output_map_fits(c, n, m, matrices, sizeof(float));
   }
   static constexpr const char* kName = "gemm_tiled: exact float32 fused multiply-adds on CUDA cores";
   static constexpr int kLargeMinWaves = 2;  // BK = 32 from two waves of blocks
@@ -186,9 +191,9 @@ struct ExactFloatFamily {
                        TiledStages<S, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, device.num_sms, stream, map);
     };
     if constexpr (std::is_same_v<Tile, Registers>) {
-      if (runs_persistent<Tile>(device, args.c, args.m, args.n, args.batch * args.splits)) {
-        const OutputMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Tile::BM);
-        if (map.valid) return launch_tile(PersistentRegisters{}, map);
+      if (runs_persistent<Tile>(device, args.c, args.m, args.n, args.k, args.batch * args.splits)) {
+        const OutputMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Persistent::BM);
+        if (map.valid) return launch_tile(Persistent{}, map);
       }
     }
     launch_tile(Tile{}, OutputMap{});
@@ -198,7 +203,7 @@ struct ExactFloatFamily {
     with_bool(p.b.row_major, [&](auto b_row) {
       using Tile = LayoutTile<TableTile, decltype(b_row)::value>;
       if constexpr (std::is_same_v<Tile, Registers>) {
-        if (runs_persistent<Tile>(device, p.c, p.m, p.n, p.batch)) return describe_layout<PersistentRegisters, kVec>(s, p);
+        if (runs_persistent<Tile>(device, p.c, p.m, p.n, p.k, p.batch)) return describe_layout<Persistent, kVec>(s, p);
       }
       describe_layout<Tile, kVec>(s, p);
     });

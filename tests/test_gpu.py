@@ -252,10 +252,13 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     for precision in ("highest", "tf32"):
         text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision=precision)
         assert "why: short K" in text and PERSISTENT in text and "m64n128k8" in text
-    # The exact kernel's short-K register tile is persistent too where the output allows a tensor
-    # map (rows of whole 16 bytes); in nn.Linear's layout the two-blocks tile runs instead.
+    # The exact kernel's short-K register tile gives way to a persistent one where the output allows
+    # a tensor map (rows of whole 16 bytes) and K fits in its two stages; in nn.Linear's layout the
+    # two-blocks tile runs instead.
     text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision="ieee")
     assert "128x256x32" in text and "2-stage pipeline" in text and PERSISTENT in text
+    assert "transposed by 4-byte cp.async copies" in text
+    assert PERSISTENT not in tiledmm.explain(*operands(32768, 72, 32768, "nn", torch.float32, "cuda"), precision="ieee")
     assert PERSISTENT not in tiledmm.explain(*operands(32768, 64, 32768, "nt", torch.float32, "cuda"), precision="ieee")
 
 
@@ -268,8 +271,8 @@ PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
 def runs_persistent(precision, layout, m, k, n):
     """Whether Hopper's dispatcher picks a persistent tile for these operands (contiguous, as
     operands() makes them)."""
-    if precision == "ieee":  # the register tile: B row-major, 16-byte loads, a tensor map of the output
-        return layout in ("nn", "tn") and n % 4 == 0 and (k if layout == "nn" else m) % 4 == 0
+    if precision == "ieee":  # the register tile's place: B row-major, 16-byte loads, K <= 64, a tensor map
+        return layout in ("nn", "tn") and n % 4 == 0 and (k if layout == "nn" else m) % 4 == 0 and k <= 64
     return precision == "tf32" or layout != "tn"
 
 
