@@ -158,8 +158,10 @@ struct ExactFloatFamily {
   // computed, operands transposed by copies (two stages: with the 128 KiB buffer, 227 KiB of
   // shared memory). Longer K measured slower than the register tile (K = 256: 0.97x torch against
   // 1.03x; K = 64, A^T x B: 1.14x against 1.08x; bench/NOTES.md item 85): copies asked for after
-  // a tile's bulk copies land behind them.
-  using Persistent = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, true, true>;
+  // a tile's bulk copies land behind them. Two rounds of k steps unrolled, not all eight: a loop
+  // that runs twice per tile fetched its 77 KB of code anew each time (smallK 1.15x against
+  // 1.12x; long K loses 2-5% that way, so the other tiles unroll all).
+  using Persistent = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, true, true, 2>;
   template <class Tile>
   static bool runs_persistent(const DeviceLimits& device, const void* c, int64_t m, int64_t n, int64_t k,
                               int64_t matrices) {

@@ -33,12 +33,14 @@ namespace tiledmm {
 // kPersistent: a grid of one block per SM walks the output tiles; each tile is staged in a buffer
 // of its own and leaves by bulk tensor copies (sm_90) while the block computes the next one,
 // whose first K tile is copied in while the last one is staged.
+// kUnrolledRounds: rounds of four k steps unrolled in a K tile's math (0: all of them).
 template <int BM_, int BN_, int BK_, int kWarpsM_, int kWarpsN_, int TM_, int TN_, int kStages_,
-          int kMinBlocks_ = 1, bool kAsyncTranspose_ = false, bool kPersistent_ = false>
+          int kMinBlocks_ = 1, bool kAsyncTranspose_ = false, bool kPersistent_ = false, int kUnrolledRounds_ = 0>
 struct TiledTile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_;
   static constexpr int TM = TM_, TN = TN_, kStages = kStages_, kMinBlocks = kMinBlocks_;
   static constexpr bool kAsyncTranspose = kAsyncTranspose_, kPersistent = kPersistent_;
+  static constexpr int kUnrolledRounds = kUnrolledRounds_ > 0 ? kUnrolledRounds_ : BK / 4;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int WTM = BM / kWarpsM, WTN = BN / kWarpsN;  // one warp's tile
   static constexpr int kLanesM = WTM / TM, kLanesN = WTN / TN;  // a warp's lanes: kLanesM x kLanesN
@@ -237,7 +239,7 @@ __device__ __forceinline__ void multiply_stage(const float* as, const float* bs,
   using BSlice = LaneSlice<Tile::TN, Tile::kLanesN>;
   // Rounds of four k steps: B's values for the round stay in registers, A's come a group of 4
   // rows at a time (fewer registers live than with both whole).
-#pragma unroll
+#pragma unroll Tile::kUnrolledRounds
   for (int k0 = 0; k0 < Tile::BK; k0 += 4) {
     float bf[4][Tile::TN];
     BSlice::template load<TiledStage<Tile::BN, Tile::BK>>(bs, b_x0, k0, bf);
