@@ -45,44 +45,74 @@ struct WorkItem {
   const T* b;
 };
 
-// Work item (z, row tile mt, column tile nt): z is the (matrix of the batch, slice of K) pair.
+// Work item (z, row tile mt, column tile nt): z = matrix * splits + slice is the (matrix of the
+// batch, slice of K) pair.
 template <int BM, int BN, int BK, typename T, typename Out>
-__device__ __forceinline__ WorkItem<T> work_item(const GemmArgs<T, Out>& args, int64_t z, int64_t mt, int64_t nt) {
-  const int64_t matrix = z / args.splits;
-  const int64_t k_begin = (z % args.splits) * args.k_chunk;
+__device__ __forceinline__ WorkItem<T> work_item(const GemmArgs<T, Out>& args, int64_t z, int64_t matrix,
+                                                 int64_t slice, int64_t mt, int64_t nt) {
+  const int64_t k_begin = slice * args.k_chunk;
   const int64_t k_len = min(args.k, k_begin + args.k_chunk) - k_begin;
   return WorkItem<T>{z, mt * BM, nt * BN, k_begin, k_len, (k_len + BK - 1) / BK,
                      args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b};
 }
 
-// Persistent blocks walk all the work items in one order, columns fastest, then rows, then z.
-template <int BM, int BN, typename T, typename Out>
-__device__ __forceinline__ int64_t persistent_items(const GemmArgs<T, Out>& args) {
-  return args.batch * args.splits * ((args.m + BM - 1) / BM) * ((args.n + BN - 1) / BN);
-}
-template <int BM, int BN, int BK, typename T, typename Out>
-__device__ __forceinline__ WorkItem<T> persistent_item(const GemmArgs<T, Out>& args, int64_t index) {
-  const int64_t n_tiles = (args.n + BN - 1) / BN, m_tiles = (args.m + BM - 1) / BM;
-  const int64_t rows = index / n_tiles;
-  return work_item<BM, BN, BK>(args, rows / m_tiles, rows % m_tiles, index % n_tiles);
-}
+// A persistent block's work items: numbered columns fastest, then rows, then K slices, then
+// matrices, it takes items blockIdx.x, blockIdx.x + gridDim.x, ... Each item is kept as its
+// digits in those four radices, and the next one is found by adding the stride's digits with
+// carries: decomposing every index by 64-bit divisions cost each warp ~300 instructions of serial
+// latency an item (a fifth of a bf16 short-K item's time on wgmma; bench/NOTES.md item 86).
+template <int BM, int BN, int BK>
+struct PersistentWalk {
+  int64_t radix[4], digit[4], step[4];  // matrix, slice, row tile, column tile
+
+  template <typename T, typename Out>
+  __device__ __forceinline__ explicit PersistentWalk(const GemmArgs<T, Out>& args)
+      : radix{args.batch, args.splits, (args.m + BM - 1) / BM, (args.n + BN - 1) / BN} {
+    split(blockIdx.x, digit);
+    split(gridDim.x, step);
+  }
+  __device__ __forceinline__ void split(int64_t index, int64_t (&d)[4]) const {
+#pragma unroll
+    for (int j = 3; j > 0; --j) {
+      d[j] = index % radix[j];
+      index /= radix[j];
+    }
+    d[0] = index;
+  }
+  __device__ __forceinline__ bool valid() const { return digit[0] < radix[0]; }
+  // Each digit and its step are below their radix: one subtraction carries.
+  __device__ __forceinline__ void advance() {
+    bool carry = false;
+#pragma unroll
+    for (int j = 3; j > 0; --j) {
+      digit[j] += step[j] + carry;
+      carry = digit[j] >= radix[j];
+      if (carry) digit[j] -= radix[j];
+    }
+    digit[0] += step[0] + carry;
+  }
+  template <typename T, typename Out>
+  __device__ __forceinline__ WorkItem<T> item(const GemmArgs<T, Out>& args) const {
+    return work_item<BM, BN, BK>(args, digit[0] * args.splits + digit[1], digit[0], digit[1], digit[2], digit[3]);
+  }
+};
 
 // Calls body(WorkItem<T>) for each of this block's work items; every warp of the block runs
 // through the same items.
 //   Default: block (x, y, z) takes column tile x, and grid-strides over row tiles (y) and
 // (matrix, K slice) pairs z (gridDim.y and .z are capped at 65535).
 //   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles
-// (persistent_item's order), gridDim.x apart, so that a block's next tile can start while its
-// last one's output is still being written.
+// (PersistentWalk), so that a block's next tile can start while its last one's output is still
+// being written.
 template <int BM, int BN, int BK, bool kPersistent = false, typename T, typename Out, typename Body>
 __device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
   if constexpr (kPersistent) {
-    const int64_t items = persistent_items<BM, BN>(args);
-    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) body(persistent_item<BM, BN, BK>(args, i));
+    for (PersistentWalk<BM, BN, BK> walk(args); walk.valid(); walk.advance()) body(walk.item(args));
   } else {
     const int64_t m_tiles = (args.m + BM - 1) / BM;
     for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z)
-      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) body(work_item<BM, BN, BK>(args, z, mt, blockIdx.x));
+      for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
+        body(work_item<BM, BN, BK>(args, z, z / args.splits, z % args.splits, mt, blockIdx.x));
   }
 }
 

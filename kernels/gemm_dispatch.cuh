@@ -293,14 +293,23 @@ struct MmaFamily {
 // Hopper's warpgroup instructions (gemm_wgmma, sm_90a): fp16/bf16, and float32 as TF32 or
 // 3xTF32, one table per input path.
 // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
+// Short K: a persistent 128 x 128 tile, warp-specialized (its producer's copies run through all
+// of a block's items), whose two 16-bit output buffers leave by bulk copies. On an H200 against
+// 128 x 128 at two blocks per SM: smallK (K = 64) 1.07x torch against 0.81x (0.99-1.08x in the
+// four layouts), K = 16 0.92-0.99x against 0.80-0.85x, K = 32 0.90-0.99x against 0.73-0.79x,
+// K = 128 0.88x against 0.70x, K = 256 0.66x against 0.62-0.64x (bench/NOTES.md item 86).
 template <class Input>
 struct WgmmaTileTable {  // fp16, bf16
   using T = typename Input::T;
   using Tiles = std::tuple<WgmmaTile<128, 256, 64, 4>, WgmmaTile<128, 128, 64, 4>,
-                           WgmmaTile<128, 128, 64, 3, 2>, WgmmaTile<64, 128, 64, 4, 2>>;
+                           WgmmaTile<128, 128, 64, 4, 1, 1, true>, WgmmaTile<64, 128, 64, 4, 2>>;
   // Operands without 16-byte alignment are copied as aligned windows (LoadMode::kWindowed), which
-  // need shared memory for the side slots but no registers: the same tiles.
-  using FallbackTiles = Tiles;
+  // need shared memory for the side slots but no registers: the same tiles, but for short K two
+  // blocks per SM (windows are shifted by their matrix's misalignment, so the persistent tile's
+  // producer would drain its copies at every item: 8205 x 63 x 5921 0.42-0.45x torch against
+  // 0.46-0.48x).
+  using FallbackTiles = std::tuple<WgmmaTile<128, 256, 64, 4>, WgmmaTile<128, 128, 64, 4>,
+                                   WgmmaTile<128, 128, 64, 3, 2>, WgmmaTile<64, 128, 64, 4, 2>>;
   static constexpr const char* kName =
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";

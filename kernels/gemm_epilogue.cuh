@@ -68,19 +68,21 @@ __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile,
 // its lines (rows, or columns); otherwise straight from the registers (pairs of adjacent outputs
 // in one store where the layout allows). The kThreads threads calling it (the block's, or its
 // math warps', numbered from 0) synchronize among themselves.
-//   smem is the stages (every warp must be done with them), or, with kBulk, a buffer of the
-// tile's own (1024-byte aligned, BM x BN outputs), staged as boxes of the output's tensor map
-// (output_tensor_map.h): where `map` is given (its address in kernel parameter space; z the
-// output matrix's index), thread 0 sends the tile out by bulk tensor copies (sm_90) and the
-// threads return without waiting for them; the next call waits until they have read the buffer,
-// and the block must call finish_bulk_output() before it exits.
-template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false, bool kBulk = false,
-          typename Out, typename Value, typename Repair = NoRepair>
+//   smem is the stages (every warp must be done with them), or, with kBulkBuffers > 0, one of
+// that many buffers that the caller's tiles take in turn (each 1024-byte aligned, BM x BN
+// outputs), staged as boxes of the output's tensor map (output_tensor_map.h): where `map` is
+// given (its address in kernel parameter space; z the output matrix's index), thread 0 sends the
+// tile out by bulk tensor copies (sm_90) and the threads return without waiting for them; a call
+// waits until the copies of the tile kBulkBuffers calls before it have read its buffer, and the
+// block must call finish_bulk_output() before it exits.
+template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
+          int kBulkBuffers = 0, typename Out, typename Value, typename Repair = NoRepair>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
                                                   unsigned char* smem, const Repair& repair = {},
                                                   const void* map = nullptr, int64_t z = 0) {
   constexpr bool kRepairs = !std::is_same_v<Repair, NoRepair>;
+  constexpr bool kBulk = kBulkBuffers > 0;
   static_assert(kStaged || !(kBulk || kRepairs), "bulk copies and repairs work on the staged tile");
   const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   // Lines of the output in memory: rows of n outputs, or columns of m.
@@ -93,7 +95,8 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     const int64_t e0 = kColumnMajor ? m0 : n0;
     ptx::cp_async_wait<0>();
     if constexpr (kBulk) {
-      if (tid == 0) ptx::bulk_wait_read<0>();  // the previous tile's copies have read the buffer
+      // The copies of the tile last staged in this buffer have read it.
+      if (tid == 0) ptx::bulk_wait_read<kBulkBuffers - 1>();
     }
     sync::warps<kThreads>();  // every warp is done with the memory the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);

@@ -358,10 +358,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // next one's first is copied in (beyond). An item's output is staged in the buffer once the
     // last tile's copies have read it, and thread 0 sends it out after the next item's second
     // K tile has been asked for: copies queued behind 128 KiB of output would land late.
-    const int64_t items = persistent_items<BM, BN>(args);
-    int64_t i = blockIdx.x;
-    if (i >= items) return;
-    WorkItem<float> w = persistent_item<BM, BN, BK>(args, i);
+    PersistentWalk<BM, BN, BK> walk(args);
+    if (!walk.valid()) return;
+    WorkItem<float> w = walk.item(args);
     start(w);
     fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
     ptx::cp_async_commit();
@@ -374,9 +373,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       sent.z = -1;
     };
     while (true) {
-      const int64_t next = i + gridDim.x;
-      const bool has_next = next < items;
-      const WorkItem<float> after = has_next ? persistent_item<BM, BN, BK>(args, next) : w;
+      walk.advance();
+      const bool has_next = walk.valid();
+      const WorkItem<float> after = has_next ? walk.item(args) : w;
       clear();
       stage = run_k_tiles<Tile::kStages, BK>(
           a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0, w.k_len,
@@ -400,7 +399,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       sent = w;
       if (!has_next) break;
       w = after;
-      i = next;
     }
     send();
     finish_bulk_output();

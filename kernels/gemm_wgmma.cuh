@@ -154,7 +154,8 @@ struct WgmmaTf32Input {
   }
 };
 
-// Shared memory of one block: the output tile's buffer (kPersistent: float32, the widest output),
+// Shared memory of one block: the output tiles' buffer (kPersistent: one float32 tile, the widest
+// output, or two 16-bit ones that the block's tiles take in turn),
 // kStages stages of A, then of B (each as large as its loader needs for the operand's layout and
 // load mode), a full and an empty mbarrier per stage (kSpecialized), and 1024 bytes to align the
 // stages and the buffer (the swizzles are functions of the address).
@@ -211,6 +212,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // The staged epilogue writes over the stages, unless the tile has its own buffer.
     constexpr bool kEpilogueOverStages = kStagedEpilogue && !Tile::kPersistent;
     constexpr bool kPromote = Input::kPromoteTiles > 0;
+    // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
+    // so that a tile is staged while the last one's bulk copies still read theirs.
+    constexpr int kOutputBuffers = Tile::kPersistent ? 4 / static_cast<int>(sizeof(Out)) : 0;
+    constexpr int kOutputTileBytes = BM * BN * static_cast<int>(sizeof(Out));
 
     extern __shared__ unsigned char smem_raw[];
     unsigned char* const output_buffer = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
@@ -292,14 +297,18 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // into NaN (inf - inf): a block with NaN outputs recomputes them with exact float32 arithmetic
     // in its staged tile (a cold path: inline in the store, it cost every 3xTF32 kernel hundreds
     // of bytes of spills).
+    int64_t stored = 0;  // tiles this thread has stored
     auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
       auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
       auto store = [&](const auto& repair) {
-        store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, Tile::kPersistent>(
+        unsigned char* tile = smem;
+        if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
+        store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers>(
             value, args.c + w.z * args.m * args.n, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0,
-            Tile::kPersistent ? output_buffer : smem, repair, output_map.valid ? &output_map.map : nullptr, w.z);
+            tile, repair, output_map.valid ? &output_map.map : nullptr, w.z);
+        ++stored;
       };
       if constexpr (Input::kRecomputeNaN) {
         static_assert(kStagedEpilogue, "NaN outputs are recomputed in the staged tile");
@@ -332,43 +341,60 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       __syncthreads();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
-        // The producer: copies of tile t, then the finishing work (TF32 rounding and transposing
-        // in place) of tile t - kLag, whose copies have had kLag tiles' time to land, and its
-        // publication.
+        // The producer: copies of tile i (counted through the ring), then the finishing work
+        // (TF32 rounding and transposing in place) of the oldest tile not yet published once
+        // kLag later tiles' copies have been asked for (its own have had their time to land),
+        // and its publication.
+        //   The ring's tiles make one pipeline through all of the block's work items where
+        // finishing a tile needs nothing of its item (kAcrossItems): an item's last tiles are
+        // published once the next item's copies are on their way, so that a persistent block's
+        // next short-K item lands while the last one is computed (draining at each item's end,
+        // the copies of a one-K-tile item were never in flight beside the math: bf16 smallK ran
+        // 2 us an item). Windows shifted by their matrix's misalignment, and an epilogue over
+        // the stages (the producer then waits for the math warps between items), publish each
+        // item's tiles by its end.
         sync::set_registers<Tile::kProducerRegisters, false>();
         constexpr int kLag = kStages - 2;
+        constexpr bool kAcrossItems =
+            !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
         const int load_tid = tid - kMathThreads;
         ALoader a_loader;
         BLoader b_loader;
+        auto publish = [&](int64_t i) {  // tile i of the ring, once its copies have landed
+          const int s = static_cast<int>(i % kStages);
+          a_loader.finish(a_stages + s * kAStageElems);
+          b_loader.finish(b_stages + s * kBStageElems);
+          ptx::fence_shared_for_async_proxy();
+          sync::mbarrier_arrive(full + s);
+        };
+        // Tiles [first, last) of the ring, once every copy has landed.
+        auto publish_rest = [&](int64_t first, int64_t last) {
+          ptx::cp_async_wait<0>();
+          for (int64_t i = first; i < last; ++i) publish(i);
+        };
         for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
           // The math warps are done with the stages (a staged epilogue over them). Both roles
           // meet at named barrier 4, each from its own branch.
           if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
           b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
-          auto publish = [&](int64_t t) {
-            const int s = static_cast<int>((ring + t) % kStages);
-            a_loader.finish(a_stages + s * kAStageElems);
-            b_loader.finish(b_stages + s * kBStageElems);
-            ptx::fence_shared_for_async_proxy();
-            sync::mbarrier_arrive(full + s);
-          };
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
             const int s = static_cast<int>(i % kStages);
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
             b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK);
-            ptx::cp_async_commit();
-            if (t >= kLag) {
-              ptx::cp_async_wait<kLag>();
-              publish(t - kLag);
+            ptx::cp_async_commit();  // one group a tile
+            if (kAcrossItems ? i >= kLag : t >= kLag) {
+              ptx::cp_async_wait<kLag>();  // tile i - kLag has landed
+              publish(i - kLag);
             }
           }
-          ptx::cp_async_wait<0>();
-          for (int64_t t = w.k_tiles > kLag ? w.k_tiles - kLag : 0; t < w.k_tiles; ++t) publish(t);
+          if constexpr (!kAcrossItems)
+            publish_rest(ring + (w.k_tiles > kLag ? w.k_tiles - kLag : 0), ring + w.k_tiles);
           ring += w.k_tiles;
         });
+        if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
         sync::set_registers<Tile::kMathRegisters, true>();
         for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {

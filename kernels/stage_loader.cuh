@@ -261,8 +261,10 @@ struct StageLoader {
   // A stage's elements: its tiles and side slots.
   static constexpr int kStageElems = stage_elems<T, Tile>(kStageTiles * Tile::kElems + kSideElems);
   // Work on a tile's copies once they have landed, before the barrier that publishes it (finish):
-  // kWindowed shifts them into place.
+  // kWindowed shifts them into place, by its work item's shifts (start: the misalignment of its
+  // matrix). Other loaders' finish needs only the thread's own place in the tile.
   static constexpr bool kFinishesInPlace = kWindowed;
+  static constexpr bool kFinishNeedsItem = kWindowed;
 
   struct alignas(16) Chunk {
     T v[E];

@@ -112,7 +112,7 @@ struct Tf32TransposeMap {
 template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
 struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   using Map = Tf32TransposeMap<BX, BK, kThreads>;
-  static constexpr bool kRegisterStaged = false, kFinishesInPlace = true;
+  static constexpr bool kRegisterStaged = false, kFinishesInPlace = true, kFinishNeedsItem = false;
   static constexpr int kStageTiles = kSplit ? 3 : 2;  // the K-major tile(s), then the raw copies
   static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
 

@@ -40,9 +40,9 @@ def cases():
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
     # (element-wise copies, and 16-byte ones with partial tiles along K and N). Persistent tiles
-    # (the short-K ones of 3xTF32, TF32 and, with 16-byte loads, exact float32) then take two
-    # tiles in some blocks.
-    many_tiles = itertools.product([False], range(4), [1, 2], PATHS[0:3], [False, True], [False, True],
+    # (the short-K ones of 3xTF32, TF32 and, with 16-byte loads, exact float32, float16 and
+    # bfloat16) then take two tiles in some blocks.
+    many_tiles = itertools.product([False], range(4), [1, 2], PATHS[0:3] + PATHS[4:], [False, True], [False, True],
                                    [(140, 33, 40, 31), (140, 40, 36, 72)])
     return itertools.chain(default, mma_sync, many_tiles)
 

@@ -228,6 +228,12 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     assert "wgmma m64n256k16" in tiledmm.explain(*aligned)
     unaligned = operands(4097, 33, 7, "nn", dtype, "cuda")
     assert "wgmma" in tiledmm.explain(*unaligned) and "aligned 16-byte windows" in tiledmm.explain(*unaligned)
+    # Short K: a persistent warp-specialized tile with 16-byte loads; windows (shifted per matrix)
+    # keep two blocks per SM.
+    text = tiledmm.explain(*operands(32768, 64, 32768, "nn", dtype, "cuda"))
+    assert "why: short K" in text and PERSISTENT in text and "warp-specialized" in text and "m64n128k16" in text
+    text = tiledmm.explain(*operands(8205, 63, 5921, "nn", dtype, "cuda"))
+    assert "why: short K" in text and PERSISTENT not in text and "2 block(s) per SM" in text
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -263,32 +269,40 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
 
 
 # Persistent short-K tiles (128 x 128 on wgmma, 128 x 256 exact): a batch of 4 outputs of 36-99
-# tiles each, one to three tiles per block on a 132-SM GPU; lines whose length is a multiple of 4
-# (bulk copies out) and one that is not.
+# tiles each, one to three tiles per block on a 132-SM GPU; lines whose length is a multiple of
+# 16 bytes (bulk copies out) and one that is not (16-bit 4100 x 200 x 260 in nn.Linear's layout:
+# a persistent tile whose threads copy the tile out).
 PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
+PERSISTENT_PATHS = [(torch.float32, p) for p in ("ieee", "tf32", "3xtf32")] + [
+    (torch.bfloat16, "ieee"), (torch.float16, "ieee")]
 
 
-def runs_persistent(precision, layout, m, k, n):
+def runs_persistent(dtype, precision, layout, m, k, n):
     """Whether Hopper's dispatcher picks a persistent tile for these operands (contiguous, as
     operands() makes them)."""
+    lines_a = k if layout[0] == "n" else m  # the unit-stride extent of each stored operand
+    lines_b = n if layout[1] == "n" else k
+    if dtype != torch.float32:  # 16-byte loads (8 elements)
+        return lines_a % 8 == 0 and lines_b % 8 == 0
     if precision == "ieee":  # the register tile's place: B row-major, 16-byte loads, K <= 64, a tensor map
-        return layout in ("nn", "tn") and n % 4 == 0 and (k if layout == "nn" else m) % 4 == 0 and k <= 64
+        return layout in ("nn", "tn") and n % 4 == 0 and lines_a % 4 == 0 and k <= 64
     return precision == "tf32" or layout != "tn"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
-@pytest.mark.parametrize("precision", ["ieee", "tf32", "3xtf32"])
+@pytest.mark.parametrize("dtype,precision", PERSISTENT_PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PERSISTENT_PATHS])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m,k,n", PERSISTENT_SHAPES)
-def test_persistent_blocks_walk_many_output_tiles(precision, layout, m, k, n):
+def test_persistent_blocks_walk_many_output_tiles(dtype, precision, layout, m, k, n):
     """Short K on Hopper: each block of a grid of one per SM computes tile after tile, the next
     one's copies and products running while the last one's output leaves by bulk copies from its
-    own buffer, which the block fills again only once they have read it."""
-    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(4,))
+    own buffer (16-bit outputs: two, taken in turn), which the block fills again only once they
+    have read it."""
+    a, b = operands(m, k, n, layout, dtype, "cuda", batch=(4,))
     text = tiledmm.explain(a, b, precision=precision)
-    assert (PERSISTENT in text) == runs_persistent(precision, layout, m, k, n)
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (4, m, n), torch.float32, "cuda")
+    assert (PERSISTENT in text) == runs_persistent(dtype, precision, layout, m, k, n)
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (4, m, n), dtype, "cuda")
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
