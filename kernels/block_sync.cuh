@@ -17,6 +17,13 @@ __device__ __forceinline__ void warps() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
+// The same at a barrier chosen at run time: each of several groups of warps at its own.
+template <int kThreads>
+__device__ __forceinline__ void warps(int id) {
+  static_assert(kThreads % 32 == 0, "barriers count whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+
 // The same for warps that reach barrier kId from different code (each role of a warp-specialized
 // block from its own branch, or one group from two places): bar.sync is barrier.sync.aligned,
 // which PTX defines only where every participating thread runs the same instruction; this is

@@ -294,10 +294,12 @@ struct MmaFamily {
 // 3xTF32, one table per input path.
 // 128 x 256 with four stages is 193 KiB: one block per SM, two warpgroups of 128 accumulators.
 // Short K: a persistent 128 x 128 tile, warp-specialized (its producer's copies run through all
-// of a block's items), whose two 16-bit output buffers leave by bulk copies. On an H200 against
-// 128 x 128 at two blocks per SM: smallK (K = 64) 1.07x torch against 0.81x (0.99-1.08x in the
-// four layouts), K = 16 0.92-0.99x against 0.80-0.85x, K = 32 0.90-0.99x against 0.73-0.79x,
-// K = 128 0.88x against 0.70x, K = 256 0.66x against 0.62-0.64x (bench/NOTES.md item 86).
+// of a block's items), each math warpgroup writing its own rows by bulk copies from three
+// buffers of its own while the other's wgmmas run. On an H200 against 128 x 128 at two blocks
+// per SM: smallK (K = 64) 1.07x torch against 0.81x (0.99-1.08x in the four layouts), K = 16
+// 0.92-0.99x against 0.80-0.85x, K = 32 0.90-0.99x against 0.73-0.79x, K = 128 0.88x against
+// 0.70x, K = 256 0.66x against 0.62-0.64x (bench/NOTES.md item 86); the writing by warpgroup,
+// 1.10-1.12x at smallK, 0.96x at K = 32 (item 87).
 template <class Input>
 struct WgmmaTileTable {  // fp16, bf16
   using T = typename Input::T;
@@ -341,7 +343,6 @@ struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
       "32 of K)";
 };
 
-constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_90
 
 template <class Input>
 struct WgmmaFamily {
@@ -403,7 +404,7 @@ struct WgmmaFamily {
       OutputMap output_map{};
       if constexpr (Tile::kPersistent)
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
-                                     args.batch * args.splits, kTransposedOut ? Tile::BN : Tile::BM);
+                                     args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
       launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>, Tile,
                        kSmem>(args, device.num_sms, stream, output_map);
     }
@@ -423,7 +424,10 @@ struct WgmmaFamily {
         << (sizeof(T) == 4 ? " and round" : "") << " the stages; mbarriers between the two roles), ";
     s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile, kVec>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
-    if constexpr (Tile::kPersistent)
+    if constexpr (kGroupOutput<Input, Tile>)
+      s << ", persistent (each block walks output tiles; each math warpgroup's rows of a tile leave shared-memory "
+           "buffers of its own by bulk asynchronous copies while the other warpgroup computes)";
+    else if constexpr (Tile::kPersistent)
       s << ", persistent (each block walks output tiles; a tile's result leaves its own shared-memory buffer "
            "by bulk asynchronous copies while the next tile is computed)";
   }

@@ -62,12 +62,32 @@ __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile,
   ptx::bulk_commit();
 }
 
+// The kThreads threads that write a tile together: by default the block's first kThreads,
+// meeting at named barrier 1 (BlockWriters); or one warpgroup of a block whose warpgroups each
+// write their own rows (GroupWriters: ranked from its first thread, meeting at its own barrier),
+// so that one group's writing runs beside another's products.
+struct BlockWriters {
+  __device__ __forceinline__ int rank() const { return threadIdx.x; }
+  template <int kThreads>
+  __device__ __forceinline__ void sync() const { sync::warps<kThreads>(); }
+};
+struct GroupWriters {
+  int group;    // the warpgroup: threads 128 group ... 128 group + 127
+  int barrier;  // its named barrier, used by no other threads
+  __device__ __forceinline__ int rank() const { return static_cast<int>(threadIdx.x) - 128 * group; }
+  template <int kThreads>
+  __device__ __forceinline__ void sync() const {
+    static_assert(kThreads == 128, "one warpgroup");
+    sync::warps<kThreads>(barrier);
+  }
+};
+
 // value(i, j, half, e): the accumulator of row g + 8 half, column 2 t4 + e of tile (i, j).
 // c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
 // kStaged: through shared memory at smem, so that global memory sees whole 16-byte segments of
 // its lines (rows, or columns); otherwise straight from the registers (pairs of adjacent outputs
 // in one store where the layout allows). The kThreads threads calling it (the block's, or its
-// math warps', numbered from 0) synchronize among themselves.
+// math warps', numbered from 0; or `writers`) synchronize among themselves.
 //   smem is the stages (every warp must be done with them), or, with kBulkBuffers > 0, one of
 // that many buffers that the caller's tiles take in turn (each 1024-byte aligned, BM x BN
 // outputs), staged as boxes of the output's tensor map (output_tensor_map.h): where `map` is
@@ -76,15 +96,17 @@ __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile,
 // waits until the copies of the tile kBulkBuffers calls before it have read its buffer, and the
 // block must call finish_bulk_output() before it exits.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
-          int kBulkBuffers = 0, typename Out, typename Value, typename Repair = NoRepair>
+          int kBulkBuffers = 0, typename Out, typename Value, typename Repair = NoRepair,
+          typename Writers = BlockWriters>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
                                                   unsigned char* smem, const Repair& repair = {},
-                                                  const void* map = nullptr, int64_t z = 0) {
+                                                  const void* map = nullptr, int64_t z = 0,
+                                                  const Writers& writers = {}) {
   constexpr bool kRepairs = !std::is_same_v<Repair, NoRepair>;
   constexpr bool kBulk = kBulkBuffers > 0;
   static_assert(kStaged || !(kBulk || kRepairs), "bulk copies and repairs work on the staged tile");
-  const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+  const int tid = writers.rank(), lane = tid % 32, g = lane / 4, t4 = lane % 4;
   // Lines of the output in memory: rows of n outputs, or columns of m.
   const int64_t line_len = kColumnMajor ? m : n;
   if constexpr (kStaged) {
@@ -98,7 +120,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       // The copies of the tile last staged in this buffer have read it.
       if (tid == 0) ptx::bulk_wait_read<kBulkBuffers - 1>();
     }
-    sync::warps<kThreads>();  // every warp is done with the memory the tile is written over
+    writers.template sync<kThreads>();  // every warp is done with the memory the tile is written over
     Out* tile = reinterpret_cast<Out*>(smem);
     // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes.
     constexpr int kVec = 16 / static_cast<int>(sizeof(Out));
@@ -131,7 +153,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       }
     if constexpr (kRepairs) {
       if (repair.active) {
-        sync::warps<kThreads>();
+        writers.template sync<kThreads>();
         // Consecutive threads walk a line.
         for (int i = tid; i < kLines * kLineLen; i += kThreads) {
           const int l = i / kLineLen, e = i % kLineLen;
@@ -143,7 +165,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       }
     }
     if constexpr (kBulk) ptx::fence_shared_for_async_proxy();
-    sync::warps<kThreads>();
+    writers.template sync<kThreads>();
     if constexpr (kBulk) {
       if (map) {
         if (tid == 0) send_bulk_tile<kLines, kLineLen>(map, tile, e0, line0, z);
@@ -187,9 +209,11 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
   }
 }
 
-// Before a block that stored tiles with kBulk exits: its copies have read its shared memory.
-__device__ __forceinline__ void finish_bulk_output() {
-  if (threadIdx.x == 0) ptx::bulk_wait_read<0>();
+// Before a block that stored tiles with kBulk exits: its copies have read its shared memory
+// (waited for by each thread that sent some: rank 0 of their writers).
+template <typename Writers = BlockWriters>
+__device__ __forceinline__ void finish_bulk_output(const Writers& writers = {}) {
+  if (writers.rank() == 0) ptx::bulk_wait_read<0>();
 }
 
 }  // namespace tiledmm

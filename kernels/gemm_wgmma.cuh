@@ -154,11 +154,15 @@ struct WgmmaTf32Input {
   }
 };
 
-// Shared memory of one block: the output tiles' buffer (kPersistent: one float32 tile, the widest
-// output, or two 16-bit ones that the block's tiles take in turn),
-// kStages stages of A, then of B (each as large as its loader needs for the operand's layout and
-// load mode), a full and an empty mbarrier per stage (kSpecialized), and 1024 bytes to align the
-// stages and the buffer (the swizzles are functions of the address).
+constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_90
+
+// Shared memory of one block: the output tiles' buffer (kPersistent), kStages stages of A, then of
+// B (each as large as its loader needs for the operand's layout and load mode), a full and an
+// empty mbarrier per stage (kSpecialized), and 1024 bytes to align the stages and the buffer (the
+// swizzles are functions of the address).
+//   The buffer takes what the rest leaves of the 227 KiB, in whole 16-bit tiles, and at least one
+// float32 tile (the widest output): the more output tiles the bulk copies may still be reading,
+// the longer the write path can fall behind without holding the math warps up.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_stage_bytes() {
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
@@ -166,14 +170,36 @@ constexpr int wgmma_stage_bytes() {
   return Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(typename Input::T));
 }
 template <class Tile>
+constexpr int wgmma_fixed_bytes(int stage_bytes) {
+  return stage_bytes + (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
+}
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_output_buffer_bytes() {
-  return Tile::kPersistent ? Tile::BM * Tile::BN * static_cast<int>(sizeof(float)) : 0;
+  if constexpr (!Tile::kPersistent) {
+    return 0;
+  } else {
+    constexpr int kHalfTile = Tile::BM * Tile::BN * 2;
+    constexpr int kLeft =
+        kHopperMaxSmem - wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>());
+    return kLeft / kHalfTile * kHalfTile > 2 * kHalfTile ? kLeft / kHalfTile * kHalfTile : 2 * kHalfTile;
+  }
 }
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_smem_bytes() {
-  return wgmma_output_buffer_bytes<Tile>() + wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() +
-         (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
+  return wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() +
+         wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>());
 }
+
+// Persistent warp-specialized tiles whose operands both come from shared memory (16-bit): each
+// math warpgroup writes its own 64 rows of a work item (staged in buffers of its own, sent by its
+// own bulk copies, meeting at its own barrier), so that one group's writing runs while the other
+// group's wgmmas do, the groups taking turns at the tensor cores. Register A (TF32) keeps one
+// block-wide epilogue: a group alone could not keep the tensor cores busy (bench/NOTES.md item 81).
+template <class Input, class Tile>
+constexpr bool kGroupOutput = Tile::kPersistent && Tile::kSpecialized && !Input::kARegisters;
+// The lines of the output tensor map's boxes: a group's rows, or the tile's lines.
+template <class Input, class Tile, bool kTransposedOut>
+constexpr int kOutputBoxLines = kGroupOutput<Input, Tile> ? 64 : kTransposedOut ? Tile::BN : Tile::BM;
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
@@ -213,13 +239,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr bool kEpilogueOverStages = kStagedEpilogue && !Tile::kPersistent;
     constexpr bool kPromote = Input::kPromoteTiles > 0;
     // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
-    // so that a tile is staged while the last one's bulk copies still read theirs.
-    constexpr int kOutputBuffers = Tile::kPersistent ? 4 / static_cast<int>(sizeof(Out)) : 0;
+    // so that a tile is staged while the last one's bulk copies still read theirs (kGroupOutput:
+    // each of them in one part per math warpgroup).
+    constexpr int kOutputBufferBytes = wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
     constexpr int kOutputTileBytes = BM * BN * static_cast<int>(sizeof(Out));
+    constexpr int kOutputBuffers = kOutputBufferBytes / kOutputTileBytes;
+    constexpr bool kGroupOut = kGroupOutput<Input, Tile>;
+    static_assert(!kGroupOut || !(kTransposedOut || Input::kRecomputeNaN), "a group's rows are its lines");
 
     extern __shared__ unsigned char smem_raw[];
     unsigned char* const output_buffer = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
-    unsigned char* const smem = output_buffer + wgmma_output_buffer_bytes<Tile>();  // the stages
+    unsigned char* const smem = output_buffer + kOutputBufferBytes;  // the stages
     T* const a_stages = reinterpret_cast<T*>(smem);
     T* const b_stages = a_stages + kStages * kAStageElems;
 
@@ -298,16 +328,27 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // in its staged tile (a cold path: inline in the store, it cost every 3xTF32 kernel hundreds
     // of bytes of spills).
     int64_t stored = 0;  // tiles this thread has stored
+    // kGroupOut: this math warpgroup's writers, at named barrier 5 + group (1-4 are taken).
+    const GroupWriters group_writers{group, 5 + group};
     auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
       auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
       auto store = [&](const auto& repair) {
-        unsigned char* tile = smem;
-        if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
-        store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers>(
-            value, args.c + w.z * args.m * args.n, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0,
-            tile, repair, output_map.valid ? &output_map.map : nullptr, w.z);
+        const void* map = output_map.valid ? &output_map.map : nullptr;
+        Out* const c = args.c + w.z * args.m * args.n;
+        if constexpr (kGroupOut) {
+          unsigned char* tile = output_buffer + ((stored % kOutputBuffers) * Tile::kWarpGroups + group) *
+                                                    (kOutputTileBytes / Tile::kWarpGroups);
+          store_output_tile<64, BN, 128, 1, BN / 8, true, false, kOutputBuffers>(
+              value, c, args.m, args.n, w.m0 + group * 64, w.n0, (warp % 4) * 16, 0, tile, repair, map, w.z,
+              group_writers);
+        } else {
+          unsigned char* tile = smem;
+          if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
+          store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers>(
+              value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z);
+        }
         ++stored;
       };
       if constexpr (Input::kRecomputeNaN) {
@@ -439,7 +480,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if constexpr (kPromote) store_result(w, sum);
           else store_result(w, acc);
         });
-        if constexpr (Tile::kPersistent) finish_bulk_output();
+        if constexpr (kGroupOut) finish_bulk_output(group_writers);
+        else if constexpr (Tile::kPersistent) finish_bulk_output();
       }
     } else {
       // Every warp copies and computes. At tile t the block waits for tile t's copies,

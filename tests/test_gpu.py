@@ -228,10 +228,11 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     assert "wgmma m64n256k16" in tiledmm.explain(*aligned)
     unaligned = operands(4097, 33, 7, "nn", dtype, "cuda")
     assert "wgmma" in tiledmm.explain(*unaligned) and "aligned 16-byte windows" in tiledmm.explain(*unaligned)
-    # Short K: a persistent warp-specialized tile with 16-byte loads; windows (shifted per matrix)
-    # keep two blocks per SM.
+    # Short K: a persistent warp-specialized tile with 16-byte loads, each math warpgroup writing
+    # its own rows; windows (shifted per matrix) keep two blocks per SM.
     text = tiledmm.explain(*operands(32768, 64, 32768, "nn", dtype, "cuda"))
     assert "why: short K" in text and PERSISTENT in text and "warp-specialized" in text and "m64n128k16" in text
+    assert "each math warpgroup's rows of a tile leave shared-memory buffers of its own" in text
     text = tiledmm.explain(*operands(8205, 63, 5921, "nn", dtype, "cuda"))
     assert "why: short K" in text and PERSISTENT not in text and "2 block(s) per SM" in text
 
