@@ -369,7 +369,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     WorkItem<float> sent{};  // the item whose staged output awaits its bulk copies (unsent: z < 0)
     sent.z = -1;
     auto send = [&] {
-      if (tid == 0 && sent.z >= 0) send_bulk_tile<BM, BN>(&output_map.map, buffer, sent.n0, sent.m0, sent.z);
+      // Without an L2 hint: marked evict_first, smallK ran 10% slower here (bench/NOTES.md item 88).
+      if (tid == 0 && sent.z >= 0) send_bulk_tile<BM, BN, false>(&output_map.map, buffer, sent.n0, sent.m0, sent.z);
       sent.z = -1;
     };
     while (true) {
