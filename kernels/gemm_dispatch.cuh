@@ -343,7 +343,6 @@ struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
       "32 of K)";
 };
 
-
 template <class Input>
 struct WgmmaFamily {
   using T = typename Input::T;

@@ -179,9 +179,10 @@ constexpr int wgmma_output_buffer_bytes() {
     return 0;
   } else {
     constexpr int kHalfTile = Tile::BM * Tile::BN * 2;
-    constexpr int kLeft =
-        kHopperMaxSmem - wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>());
-    return kLeft / kHalfTile * kHalfTile > 2 * kHalfTile ? kLeft / kHalfTile * kHalfTile : 2 * kHalfTile;
+    constexpr int kLeftTiles =
+        (kHopperMaxSmem - wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>())) /
+        kHalfTile;
+    return (kLeftTiles > 2 ? kLeftTiles : 2) * kHalfTile;
   }
 }
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>

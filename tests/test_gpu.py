@@ -298,8 +298,8 @@ def runs_persistent(dtype, precision, layout, m, k, n):
 def test_persistent_blocks_walk_many_output_tiles(dtype, precision, layout, m, k, n):
     """Short K on Hopper: each block of a grid of one per SM computes tile after tile, the next
     one's copies and products running while the last one's output leaves by bulk copies from its
-    own buffer (16-bit outputs: two, taken in turn), which the block fills again only once they
-    have read it."""
+    own buffers (taken in turn; 16-bit: each math warpgroup its own rows, from three buffers of
+    its own), which the block fills again only once they have read them."""
     a, b = operands(m, k, n, layout, dtype, "cuda", batch=(4,))
     text = tiledmm.explain(a, b, precision=precision)
     assert (PERSISTENT in text) == runs_persistent(dtype, precision, layout, m, k, n)
