@@ -60,13 +60,15 @@ struct WgmmaTile {
   // Registers per thread of each role (setmaxnreg): the math warpgroups take what the producers
   // leave of the block's starting registers (the launch cap, a multiple of 8, times its
   // threads). The math warps need at most 184 (TF32 128 x 256: 128 accumulators; 3xTF32
-  // 128 x 128: 128 accumulators and sums); the producers' unrolled copies keep each chunk's
+  // 128 x 128: 128 accumulators and sums; the kernel gives 3xTF32 200 where its producer
+  // allows); the producers' unrolled copies keep each chunk's
   // addresses, which spill below 136 registers with one producer warpgroup (TF32 A^T x B: 156
   // bytes at 96) and fit the 72 left with two, each copying half as many chunks.
   static constexpr int kMathRegisters = 184;
-  static constexpr int kProducerRegisters =
-      kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * kMathRegisters) / kLoadThreads / 8 * 8
-                   : 0;
+  static constexpr int producer_registers(int math) {
+    return kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * math) / kLoadThreads / 8 * 8 : 0;
+  }
+  static constexpr int kProducerRegisters = producer_registers(kMathRegisters);
   static_assert(!kSpecialized || kProducerRegisters >= 24, "setmaxnreg's range");
   template <int kOtherProducers, int kOtherStages = kStages, bool kOtherPersistent = kPersistent>
   using WithProducers = WgmmaTile<BM, BN, BK, kOtherStages, kMinBlocks, kOtherProducers, kOtherPersistent>;
@@ -239,6 +241,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // The staged epilogue writes over the stages, unless the tile has its own buffer.
     constexpr bool kEpilogueOverStages = kStagedEpilogue && !Tile::kPersistent;
     constexpr bool kPromote = Input::kPromoteTiles > 0;
+    // Registers of a math thread (the producers take the rest): 200 for 3xTF32 where one producer
+    // warpgroup copies 16-byte chunks, whose addresses fit the 104 left (the persistent row-major
+    // B variants spilled 80-96 bytes in the staging at 184, 16-24 at 200; 'highest' 1-2% faster
+    // on the aligned problems, smallK x @ W^T 7%: bench/NOTES.md item 95).
+    constexpr int kMathRegisters =
+        kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200 : Tile::kMathRegisters;
     // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
     // so that a tile is staged while the last one's bulk copies still read theirs (kGroupOutput:
     // each of them in one part per math warpgroup).
@@ -395,7 +403,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         // 2 us an item). Windows shifted by their matrix's misalignment, and an epilogue over
         // the stages (the producer then waits for the math warps between items), publish each
         // item's tiles by its end.
-        sync::set_registers<Tile::kProducerRegisters, false>();
+        sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
         constexpr int kLag = kStages - 2;
         constexpr bool kAcrossItems =
             !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
@@ -438,7 +446,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         });
         if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
-        sync::set_registers<Tile::kMathRegisters, true>();
+        sync::set_registers<kMathRegisters, true>();
         for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
