@@ -247,6 +247,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // on the aligned problems, smallK x @ W^T 7%: bench/NOTES.md item 95).
     constexpr int kMathRegisters =
         kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200 : Tile::kMathRegisters;
+    static_assert(!Tile::kSpecialized || Tile::producer_registers(kMathRegisters) >= 24, "setmaxnreg's range");
     // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
     // so that a tile is staged while the last one's bulk copies still read theirs (kGroupOutput:
     // each of them in one part per math warpgroup).
