@@ -68,8 +68,6 @@ struct WgmmaTile {
   static constexpr int producer_registers(int math) {
     return kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * math) / kLoadThreads / 8 * 8 : 0;
   }
-  static constexpr int kProducerRegisters = producer_registers(kMathRegisters);
-  static_assert(!kSpecialized || kProducerRegisters >= 24, "setmaxnreg's range");
   template <int kOtherProducers, int kOtherStages = kStages, bool kOtherPersistent = kPersistent>
   using WithProducers = WgmmaTile<BM, BN, BK, kOtherStages, kMinBlocks, kOtherProducers, kOtherPersistent>;
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128 || BN == 256), "wgmma tile shapes");
