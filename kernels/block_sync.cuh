@@ -42,15 +42,16 @@ __device__ __forceinline__ void arrive() {
   asm volatile("barrier.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
-// Named barrier 1 among kThreads threads, returning whether any of them passed true.
+// Named barrier `id` (by default 1) among kThreads threads, returning whether any of them passed
+// true.
 template <int kThreads>
-__device__ __forceinline__ bool warps_or(bool value) {
+__device__ __forceinline__ bool warps_or(bool value, int id = 1) {
   static_assert(kThreads % 32 == 0, "barriers count whole warps");
   uint32_t any;
   asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 1, %2, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
       : "=r"(any)
-      : "r"(static_cast<uint32_t>(value)), "n"(kThreads)
+      : "r"(static_cast<uint32_t>(value)), "r"(id), "n"(kThreads)
       : "memory");
   return any != 0;
 }

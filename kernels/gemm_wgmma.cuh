@@ -191,16 +191,20 @@ constexpr int wgmma_smem_bytes() {
          wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>());
 }
 
-// Persistent warp-specialized tiles whose operands both come from shared memory (16-bit): each
-// math warpgroup writes its own 64 rows of a work item (staged in buffers of its own, sent by its
-// own bulk copies, meeting at its own barrier), so that one group's writing runs while the other
-// group's wgmmas do, the groups taking turns at the tensor cores. Register A (TF32) keeps one
-// block-wide epilogue: a group alone could not keep the tensor cores busy (bench/NOTES.md item 81).
+// Persistent warp-specialized tiles: each math warpgroup writes its own 64 rows of a work item
+// (staged in buffers of its own, sent by its own bulk copies, meeting at its own barrier; a
+// column-major output's group rows are two of the tile's four 128-byte boxes), so that one
+// group's writing runs while the other group's wgmmas do, the groups taking turns at the tensor
+// cores. 3xTF32 at K = 32-256: 3-8% faster than one block-wide epilogue (smallK 2.35x -> 2.45x
+// torch); TF32, whose items are a third of the work, keeps the block-wide one (smallK 0.99x
+// against 0.97-0.98x; bench/NOTES.md item 97).
 template <class Input, class Tile>
-constexpr bool kGroupOutput = Tile::kPersistent && Tile::kSpecialized && !Input::kARegisters;
-// The lines of the output tensor map's boxes: a group's rows, or the tile's lines.
+constexpr bool kGroupOutput =
+    Tile::kPersistent && Tile::kSpecialized && (!Input::kARegisters || Input::kPromoteTiles > 0);
+// The lines of the output tensor map's boxes: the tile's columns (a column-major output), a
+// group's rows, or the tile's rows.
 template <class Input, class Tile, bool kTransposedOut>
-constexpr int kOutputBoxLines = kGroupOutput<Input, Tile> ? 64 : kTransposedOut ? Tile::BN : Tile::BM;
+constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, Tile> ? 64 : Tile::BM;
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
@@ -253,7 +257,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kOutputTileBytes = BM * BN * static_cast<int>(sizeof(Out));
     constexpr int kOutputBuffers = kOutputBufferBytes / kOutputTileBytes;
     constexpr bool kGroupOut = kGroupOutput<Input, Tile>;
-    static_assert(!kGroupOut || !(kTransposedOut || Input::kRecomputeNaN), "a group's rows are its lines");
 
     extern __shared__ unsigned char smem_raw[];
     unsigned char* const output_buffer = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kGroupOut) {
           unsigned char* tile = output_buffer + ((stored % kOutputBuffers) * Tile::kWarpGroups + group) *
                                                     (kOutputTileBytes / Tile::kWarpGroups);
-          store_output_tile<64, BN, 128, 1, BN / 8, true, false, kOutputBuffers>(
+          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers>(
               value, c, args.m, args.n, w.m0 + group * 64, w.n0, (warp % 4) * 16, 0, tile, repair, map, w.z,
               group_writers);
         } else {
@@ -368,7 +371,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           return exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
                                                    w.k_begin + w.k_len);
         };
-        store(NanRepair<decltype(exact)>{sync::warps_or<kMathThreads>(has_nan), exact});
+        const bool any_nan =
+            kGroupOut ? sync::warps_or<128>(has_nan, group_writers.barrier) : sync::warps_or<kMathThreads>(has_nan);
+        store(NanRepair<decltype(exact)>{any_nan, exact});
       } else {
         store(NoRepair{});
       }

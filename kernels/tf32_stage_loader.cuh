@@ -1,10 +1,13 @@
 // Loads float32 B operand tiles for TF32 wgmma, which reads TF32 from shared memory K-major only
 // and does not round it itself (it drops the low 13 bits): every element is rounded to nearest
 // (ptx::to_tf32, as cuBLAS's TF32 and the mma.sync path do) before wgmma reads it. kSplit (3xTF32):
-// the stage holds two tiles, big = tf32(x) and, kElems further, small = tf32(x - big).
+// the stage holds two tiles, big = x itself, which wgmma reads as trunc(x) (its top 19 bits), and,
+// kElems further, small = tf32(x - trunc(x)): big needs no rewrite of the landed copies (a third
+// less shared-memory traffic in the split), for a split that holds x to 2^-22 of itself instead
+// of 2^-23 (both far below float32's 2^-24 per addition over K).
 // Same interface as StageLoader.
 //   Tf32CopyLoader: K-major sources, copied by cp.async into the 128-byte-swizzled stage and
-//     rounded in place by the thread that copied them once they land (finish).
+//     rounded (or their small parts written) by the thread that copied them once they land (finish).
 //   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into a raw tile behind the
 //     K-major one(s), then rounded (and split) and transposed into them by the thread that copied
 //     them (finish): cp.async's depth, for one more tile of shared memory per stage. (Through
@@ -19,12 +22,20 @@
 
 namespace tiledmm {
 
+// 3xTF32's small part of x: what wgmma drops of it, rounded to TF32.
+__device__ __forceinline__ uint32_t tf32_small_part(float x) {
+  return ptx::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xffffe000u));
+}
+
 // The TF32 parts of x stored at `big` (and at `small`, when kSplit).
 template <bool kSplit>
 __device__ __forceinline__ void store_tf32_parts(uint32_t* big, uint32_t* small, float x) {
-  const uint32_t b = ptx::to_tf32(x);
-  *big = b;
-  if constexpr (kSplit) *small = ptx::to_tf32(x - __uint_as_float(b));
+  if constexpr (kSplit) {
+    *big = __float_as_uint(x);
+    *small = tf32_small_part(x);
+  } else {
+    *big = ptx::to_tf32(x);
+  }
 }
 
 template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
@@ -37,19 +48,18 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
 
   // This thread's chunks of the tile in `stage`, after its own cp.async wait (and its warp's,
   // whose element-wise copies land them): no other thread touches them until the barrier. Batches
-  // of 8 keep the producer of 128 x 256 tiles from spilling.
+  // of 8 keep the producer of 128 x 256 tiles from spilling. kSplit: the landed tile is the big
+  // one; only the small parts are written.
   __device__ __forceinline__ void finish(float* stage) const {
     if constexpr (Base::kWarpCopies) __syncwarp();
     rewrite_in_batches<Base::kPerThread, 8>(
         [&](int i) { return this->chunk(stage, i); },
         [&](int i, const uint4& v) {
-          uint4 big, small;
-          store_tf32_parts<kSplit>(&big.x, &small.x, __uint_as_float(v.x));
-          store_tf32_parts<kSplit>(&big.y, &small.y, __uint_as_float(v.y));
-          store_tf32_parts<kSplit>(&big.z, &small.z, __uint_as_float(v.z));
-          store_tf32_parts<kSplit>(&big.w, &small.w, __uint_as_float(v.w));
-          *reinterpret_cast<uint4*>(stage + this->chunk_offset(i)) = big;
-          if constexpr (kSplit) *reinterpret_cast<uint4*>(stage + Base::Tile::kElems + this->chunk_offset(i)) = small;
+          auto part = [](uint32_t x) {
+            return kSplit ? tf32_small_part(__uint_as_float(x)) : ptx::to_tf32(__uint_as_float(x));
+          };
+          const uint4 r = make_uint4(part(v.x), part(v.y), part(v.z), part(v.w));
+          *reinterpret_cast<uint4*>(stage + (kSplit ? Base::Tile::kElems : 0) + this->chunk_offset(i)) = r;
         });
   }
 };
