@@ -12,6 +12,15 @@
 
 namespace tiledmm {
 
+// The row of an instruction tile that fragment row g + 8 half (g = lane / 4) holds: that, or with
+// kPairedRows (register-A wgmma from an A stage contiguous along m, whose accumulator rows follow
+// A's fragment rows) 2 g + half, so that a thread's two rows are adjacent: one 8-byte load of the
+// A stage (load_a), one 8-byte store of a column-major output tile.
+template <bool kPairedRows>
+__host__ __device__ __forceinline__ constexpr int fragment_row(int g, int half) {
+  return kPairedRows ? 2 * g + half : g + 8 * half;
+}
+
 // Row padding of the staged tile: one 16-byte chunk, so that the rows start in different banks.
 template <int BN, typename Out>
 constexpr int kStagedOutLd = BN + 16 / static_cast<int>(sizeof(Out));
@@ -83,7 +92,8 @@ struct GroupWriters {
   }
 };
 
-// value(i, j, half, e): the accumulator of row g + 8 half, column 2 t4 + e of tile (i, j).
+// value(i, j, half, e): the accumulator of row fragment_row<kPairedRows>(g, half) (g + 8 half, or
+// 2 g + half), column 2 t4 + e of tile (i, j).
 // c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
 // kStaged: through shared memory at smem, so that global memory sees whole 16-byte segments of
 // its lines (rows, or columns); otherwise straight from the registers (pairs of adjacent outputs
@@ -98,7 +108,7 @@ struct GroupWriters {
 // without waiting for them; a call waits until the copies of the tile kBulkBuffers calls before
 // it have read its buffer, and the block must call finish_bulk_output() before it exits.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
-          int kBulkBuffers = 0, typename Out, typename Value, typename Repair = NoRepair,
+          int kBulkBuffers = 0, bool kPairedRows = false, typename Out, typename Value, typename Repair = NoRepair,
           typename Writers = BlockWriters>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
@@ -134,18 +144,23 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = warp_m + i * 16 + g + 8 * half;
+        const int r = warp_m + i * 16 + fragment_row<kPairedRows>(g, half);
         if constexpr (kColumnMajor) {
           // Column (line) col + 8 j is 8 j lines after col, in the same box and swizzle phase: one
           // address per (i, half, e) and constant offsets (computed per j, the swizzled addresses
           // spilled 236 bytes in the 3xTF32 tile). Padded: lanes (g, t4) hit banks g + 8 t4
-          // (mod 32), 2 kOutLd being 8 words past a multiple of 32.
+          // (mod 32), 2 kOutLd being 8 words past a multiple of 32. kPairedRows: a thread's two
+          // rows are adjacent along its lines, one 8-byte store (the second half adds nothing).
           constexpr int kLineStride = kBulk ? 128 / static_cast<int>(sizeof(Out)) : kOutLd;  // a box row
+          if (kPairedRows && half == 1) continue;
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             Out* const first = &at(warp_n + 2 * t4 + e, r);
 #pragma unroll
-            for (int j = 0; j < NT; ++j) first[8 * j * kLineStride] = from_acc<Out>(value(i, j, half, e));
+            for (int j = 0; j < NT; ++j) {
+              if constexpr (kPairedRows) store_pair(first + 8 * j * kLineStride, value(i, j, 0, e), value(i, j, 1, e));
+              else first[8 * j * kLineStride] = from_acc<Out>(value(i, j, half, e));
+            }
           }
         } else {
 #pragma unroll
@@ -194,7 +209,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int64_t row = m0 + warp_m + i * 16 + g + 8 * half;
+        const int64_t row = m0 + warp_m + i * 16 + fragment_row<kPairedRows>(g, half);
         if (row >= m) continue;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {

@@ -43,15 +43,17 @@ constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
 // The A fragment of the M x K instruction tile at rows m0 + dm, k dk of a stage: m0 is this
 // warp's (run-time), dm and dk are the unrolled loops' constants (swizzled_offset keeps them out
-// of the swizzle).
-template <class Math, class Stage, bool kAlongK>
+// of the swizzle). kPairedRows: rows as fragment_row says.
+template <class Math, class Stage, bool kAlongK, bool kPairedRows = false>
 __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
     const typename Math::T* stage, int m0, int dm, int dk, int lane) {
   using T = typename Math::T;
   Fragment<typename Math::Reg, Math::kARegs> f;
   if constexpr (kUseLdmatrix<T, kAlongK>) {
     // Matrices 0..3: rows +0/+8, then k +0/+(one 16-byte chunk, or 8 rows when transposed).
-    // Lane 8j + r addresses line r of matrix j.
+    // Lane 8j + r addresses line r of matrix j. (Paired rows would put 8 lines of one matrix in
+    // four swizzle phases: two-way bank conflicts.)
+    static_assert(!kPairedRows, "paired rows: 32-bit elements along m");
     const int j = lane / 8, r = lane % 8;
     if constexpr (kAlongK) {
       ptx::ldmatrix_x4<false>(
@@ -61,14 +63,21 @@ __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
     }
   } else {
     static_assert(sizeof(T) == sizeof(typename Math::Reg), "one element per register");
+    static_assert(!kPairedRows || (sizeof(T) == 4 && !kAlongK), "paired rows: 32-bit elements along m");
     const int g = lane / 4, t4 = lane % 4;
 #pragma unroll
-    for (int i = 0; i < Math::kARegs; ++i) {
+    for (int i = 0; i < Math::kARegs; i += kPairedRows ? 2 : 1) {
       const int di = 8 * (i % 2), dki = dk + (Math::K / 2) * (i / 2);
-      const T v = stage[kAlongK ? swizzled_offset<Stage>(m0 + g, dm + di, t4, dki)
-                                : swizzled_offset<Stage>(t4, dki, m0 + g, dm + di)];
-      if constexpr (sizeof(T) == 4) f.r[i] = __float_as_uint(v);
-      else f.r[i] = v;
+      if constexpr (kPairedRows) {
+        // Rows 2 g and 2 g + 1: adjacent in a 16-byte chunk.
+        const uint2 v = *reinterpret_cast<const uint2*>(stage + swizzled_offset<Stage>(t4, dki, m0 + 2 * g, dm));
+        f.r[i] = v.x, f.r[i + 1] = v.y;
+      } else {
+        const T v = stage[kAlongK ? swizzled_offset<Stage>(m0 + g, dm + di, t4, dki)
+                                  : swizzled_offset<Stage>(t4, dki, m0 + g, dm + di)];
+        if constexpr (sizeof(T) == 4) f.r[i] = __float_as_uint(v);
+        else f.r[i] = v;
+      }
     }
   }
   return f;

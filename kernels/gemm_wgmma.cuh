@@ -283,6 +283,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       if constexpr (kBKMajor) return wgmma::descriptor(stage + s * kStep, 16, 8 * kRowBytes);
       else return wgmma::descriptor(stage + s * kStep * BK, BK * kRowBytes, 8 * kRowBytes);
     };
+    // Register A read from a stage contiguous along m pairs its fragment rows (fragment_row): one
+    // 8-byte load for two rows, and, as the accumulators' rows follow A's, one 8-byte store for
+    // two outputs of a column-major tile (C^T products: A^T is always contiguous along m there).
+    // A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
+    // 2.60x, TF32 transA 0.70x -> 0.76x; bench/NOTES.md item 98.)
+    constexpr bool kPairedRows = Input::kARegisters && !kARowMajor;
     // One K tile's wgmmas on the stage of index `stage`, committed as one group: register A
     // first (load_tile_a: this warp's 16 rows of the stage, every k step, as Math's rounded
     // fragments), then the products (issue_tile). fresh: promoted sums start each period of
@@ -292,7 +298,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         using Math = typename Input::Math;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
-          ops.step[s] = Math::prepare(load_a<Math, typename ALoader::Tile, kARowMajor>(
+          ops.step[s] = Math::prepare(load_a<Math, typename ALoader::Tile, kARowMajor, kPairedRows>(
               a_stages + stage * kAStageElems, group * 64 + (warp % 4) * 16, 0, s * kStep, tid % 32));
       }
     };
@@ -351,13 +357,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kGroupOut) {
           unsigned char* tile = output_buffer + ((stored % kOutputBuffers) * Tile::kWarpGroups + group) *
                                                     (kOutputTileBytes / Tile::kWarpGroups);
-          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers>(
+          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers, kPairedRows>(
               value, c, args.m, args.n, w.m0 + group * 64, w.n0, (warp % 4) * 16, 0, tile, repair, map, w.z,
               group_writers);
         } else {
           unsigned char* tile = smem;
           if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
-          store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers>(
+          store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers,
+                            kPairedRows>(
               value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z);
         }
         ++stored;
