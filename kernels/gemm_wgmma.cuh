@@ -195,9 +195,9 @@ constexpr int wgmma_smem_bytes() {
 // (staged in buffers of its own, sent by its own bulk copies, meeting at its own barrier; a
 // column-major output's group rows are two of the tile's four 128-byte boxes), so that one
 // group's writing runs while the other group's wgmmas do, the groups taking turns at the tensor
-// cores. 3xTF32 at K = 32-256: 3-8% faster than one block-wide epilogue (smallK 2.35x -> 2.45x
-// torch); TF32, whose items are a third of the work, keeps the block-wide one (smallK 0.99x
-// against 0.97-0.98x; bench/NOTES.md item 97).
+// cores. 3xTF32 at K = 32-256: up to 8% faster than one block-wide epilogue, none over 1% slower
+// (smallK 2.35x -> 2.45x torch); TF32, whose items are a third of the work, keeps the block-wide
+// one (smallK 0.99x against 0.97-0.98x; bench/NOTES.md item 97).
 template <class Input, class Tile>
 constexpr bool kGroupOutput =
     Tile::kPersistent && Tile::kSpecialized && (!Input::kARegisters || Input::kPromoteTiles > 0);
