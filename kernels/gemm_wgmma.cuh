@@ -61,9 +61,9 @@ struct WgmmaTile {
   // leave of the block's starting registers (the launch cap, a multiple of 8, times its
   // threads). The math warps need at most 184 (TF32 128 x 256: 128 accumulators; 3xTF32
   // 128 x 128: 128 accumulators and sums; the kernel gives 3xTF32 200 where its producer
-  // allows); the producers' unrolled copies keep each chunk's
-  // addresses, which spill below 136 registers with one producer warpgroup (TF32 A^T x B: 156
-  // bytes at 96) and fit the 72 left with two, each copying half as many chunks.
+  // allows); the producers' unrolled copies keep each chunk's addresses, which spill below 136
+  // registers with one producer warpgroup (TF32 A^T x B: 156 bytes at 96) and fit the 72 left
+  // with two, each copying half as many chunks.
   static constexpr int kMathRegisters = 184;
   static constexpr int producer_registers(int math) {
     return kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * math) / kLoadThreads / 8 * 8 : 0;

@@ -111,14 +111,16 @@ def test_blocks_run_several_work_items_through_one_pipeline(tile, k, dtype, prec
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("k,n", [(300, 29), (64, 29), (64, 32)])
-def test_3xtf32_wgmma_recomputes_outputs_its_split_turns_into_nan(layout, k, n):
+@pytest.mark.parametrize("m,k,n", [(37, 300, 29), (37, 64, 29), (37, 64, 32), (100, 64, 96)])
+def test_3xtf32_wgmma_recomputes_outputs_its_split_turns_into_nan(layout, m, k, n):
     """Inf inputs make inf - inf in the split: those outputs are recomputed exactly (a cold pass
     over the staged tile, in the kernel's orientation: transposed for row-major products), on
     the tiles whose epilogue writes over the stages and (K = 64) on the persistent short-K tile,
-    whose tile has a buffer of its own (n = 32: it leaves by bulk copies)."""
+    where each math warpgroup stages, tests and repairs its own 64 rows in a buffer of its own
+    (n = 32, 96: they leave by bulk copies; 100 x 96: both warpgroups' rows hold outputs in
+    either orientation)."""
     batch = torch.cuda.get_device_properties(0).multi_processor_count + 8
-    a, b = operands(37, k, n, layout, torch.float32, "cuda", batch=(batch,))
+    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(batch,))
     for x, value in ((a, float("inf")), (b, float("-inf"))):
         storage = x if x.is_contiguous() else x.mT  # the transposed views' contiguous base
         storage.reshape(-1)[torch.randperm(x.numel(), device="cuda")[:40]] = value
@@ -298,8 +300,8 @@ def runs_persistent(dtype, precision, layout, m, k, n):
 def test_persistent_blocks_walk_many_output_tiles(dtype, precision, layout, m, k, n):
     """Short K on Hopper: each block of a grid of one per SM computes tile after tile, the next
     one's copies and products running while the last one's output leaves by bulk copies from its
-    own buffers (taken in turn; 16-bit: each math warpgroup its own rows, from three buffers of
-    its own), which the block fills again only once they have read them."""
+    own buffers (taken in turn; 16-bit and 3xTF32: each math warpgroup its own rows, from
+    buffers of its own), which the block fills again only once they have read them."""
     a, b = operands(m, k, n, layout, dtype, "cuda", batch=(4,))
     text = tiledmm.explain(a, b, precision=precision)
     assert (PERSISTENT in text) == runs_persistent(dtype, precision, layout, m, k, n)
