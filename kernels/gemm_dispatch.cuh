@@ -316,11 +316,11 @@ struct WgmmaTileTable {  // fp16, bf16
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
 };
-// TF32: A from registers, B by cp.async. An MN-major B (A^T x B products only) also needs its
-// raw tile in every stage: 128 x 256 no longer fits, and such products fall back to 128 x 128
-// (plan_launch). Operands without 16-byte alignment are copied element-wise by cp.async. Short K
-// takes a persistent 128 x 128 tile: smallK (K = 64) 0.91x torch against 0.77x on 128 x 256
-// (H100; bench/NOTES.md item 77).
+// TF32: A from registers, B by cp.async. An MN-major B (A^T x B products only) also needs a ring
+// of raw tiles: 128 x 256 then runs three stages (WgmmaFamily::LayoutTile; transA 0.94x torch
+// against 0.76x on 128 x 128 with four, H200, bench/NOTES.md item 100). Operands without 16-byte
+// alignment are copied element-wise by cp.async. Short K takes a persistent 128 x 128 tile:
+// smallK (K = 64) 0.91x torch against 0.77x on 128 x 256 (H100; bench/NOTES.md item 77).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
   using Tiles = std::tuple<WgmmaTile<128, 256, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
@@ -330,7 +330,7 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
 };
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
-// 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tile,
+// 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tiles,
 // WgmmaFamily::kLayoutStages). Short K on a persistent 128 x 128 tile of three stages: smallK
 // 1.90x torch against 1.14x on the four-stage one (H100; bench/NOTES.md item 77).
 template <>
@@ -365,16 +365,18 @@ struct WgmmaFamily {
   // one: TF32 transA 0.68x torch against 0.60x, 3xTF32 1.87x against 1.78x), one elsewhere (two
   // took 3xTF32 square from 2.31x to 2.17x, issue slots going to the producers). Not for BN 256:
   // its accumulators need more registers than a 512-thread block starts with. Element-wise
-  // copies (no 16-byte alignment) take two as well: four cp.async a chunk. 3xTF32's MN-major B
-  // stages hold a raw tile next to the big and small ones (64 KiB a stage at 128 x 128): three
-  // stages, and no room left for a persistent tile's output buffer.
+  // copies (no 16-byte alignment) take two as well: four cp.async a chunk. An MN-major B's ring
+  // of raw tiles leaves room for three stages of 3xTF32's 128 x 128 (big and small tiles) and of
+  // TF32's 128 x 256 (one producer warpgroup, which keeps pace there once its copies land whole
+  // lines: item 100), and no room for a persistent 3xTF32 tile's output buffer.
   static constexpr bool kRawSplitB(bool b_row_major) { return b_row_major && Input::kPromoteTiles > 0; }
   template <class Tile, bool kBRowMajor>
-  static constexpr int kLayoutStages = kRawSplitB(kBRowMajor) ? 3 : Tile::kStages;
+  static constexpr int kLayoutStages =
+      kRawSplitB(kBRowMajor) || (kBRowMajor && sizeof(T) == 4 && Tile::BN == 256) ? 3 : Tile::kStages;
   template <class Tile, bool kBRowMajor, bool kVec>
   using LayoutTile =
-      std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4 && Tile::BN <= 128,
-                         typename Tile::template WithProducers<2, kLayoutStages<Tile, kBRowMajor>,
+      std::conditional_t<Tile::kSpecialized && (kBRowMajor || !kVec) && sizeof(T) == 4,
+                         typename Tile::template WithProducers<Tile::BN <= 128 ? 2 : 1, kLayoutStages<Tile, kBRowMajor>,
                                                                Tile::kPersistent && !kRawSplitB(kBRowMajor)>,
                          Tile>;
 

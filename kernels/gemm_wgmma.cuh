@@ -92,7 +92,7 @@ struct WgmmaHalfInput {
   static constexpr bool kBStagesKMajor = false;  // stages keep the source layout; wgmma transposes
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<Half, BX, BK, kThreads, kAlongK, kMode, Swizzle128Tile>;
-  template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
+  template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode, int /*kStages*/>
   using BLoader = ALoader<BX, BK, kThreads, kAlongK, kMode>;
   template <int kSteps>
   struct AOperands {};  // descriptors, computed per wgmma
@@ -118,11 +118,12 @@ struct WgmmaTf32Input {
   static constexpr bool kBStagesKMajor = true;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<float, BX, BK, kThreads, kAlongK, kMode>;  // raw, mma.sync's layout
-  // An MN-major B is transposed through a raw cp.async tile, next to the big and small tiles for
-  // 3xTF32 (three stages of them at 128 x 128: WgmmaFamily::LayoutTile).
-  template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
+  // An MN-major B is transposed through raw cp.async tiles, a ring of kStages - 1 of them (the
+  // most a pipeline has copied and not yet finished: kLag + 1 in the specialized one, kAhead in
+  // the shared one, in gemm_wgmma_kernel).
+  template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode, int kStages>
   using BLoader = std::conditional_t<kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
-                                     Tf32TransposeCopyLoader<BX, BK, kThreads, kMode, kSplit>>;
+                                     Tf32TransposeCopyLoader<BX, BK, kThreads, kMode, kSplit, kStages - 1>>;
   using AOperand = typename Math::template Operand<Math::kARegs>;
   template <int kSteps>
   struct AOperands {
@@ -157,17 +158,20 @@ struct WgmmaTf32Input {
 constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_90
 
 // Shared memory of one block: the output tiles' buffer (kPersistent), kStages stages of A, then of
-// B (each as large as its loader needs for the operand's layout and load mode), a full and an
-// empty mbarrier per stage (kSpecialized), and 1024 bytes to align the stages and the buffer (the
-// swizzles are functions of the address).
+// B (each as large as its loader needs for the operand's layout and load mode), the B loader's
+// ring (an MN-major float32 B's raw tiles), a full and an empty mbarrier per stage
+// (kSpecialized), and 1024 bytes to align the stages and the buffer (the swizzles are functions
+// of the address).
 //   The buffer takes what the rest leaves of the 227 KiB, in whole 16-bit tiles, and at least one
 // float32 tile (the widest output): the more output tiles the bulk copies may still be reading,
 // the longer the write path can fall behind without holding the math warps up.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 constexpr int wgmma_stage_bytes() {
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
-  using BLoader = typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
-  return Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(typename Input::T));
+  using BLoader =
+      typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor, kMode, Tile::kStages>;
+  return (Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) + BLoader::kRingElems) *
+         static_cast<int>(sizeof(typename Input::T));
 }
 template <class Tile>
 constexpr int wgmma_fixed_bytes(int stage_bytes) {
@@ -225,7 +229,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr bool kAKMajor = kARowMajor;
     constexpr bool kBKMajor = !kBRowMajor || Input::kBStagesKMajor;
     using ALoader = typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>;
-    using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode>;
+    using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>;
     using AOperands = typename Input::template AOperands<kSteps>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
     static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged), "wgmma stages are filled by cp.async");
@@ -263,6 +267,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     unsigned char* const smem = output_buffer + kOutputBufferBytes;  // the stages
     T* const a_stages = reinterpret_cast<T*>(smem);
     T* const b_stages = a_stages + kStages * kAStageElems;
+    // Where the B loader keeps one, its ring follows the B stages.
+    auto attach_ring = [&](BLoader& loader) {
+      if constexpr (BLoader::kRingElems > 0) loader.ring = b_stages + kStages * kBStageElems;
+    };
 
     const int tid = threadIdx.x, warp = tid / 32, group = warp / 4;
 
@@ -421,6 +429,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         const int load_tid = tid - kMathThreads;
         ALoader a_loader;
         BLoader b_loader;
+        attach_ring(b_loader);
         auto publish = [&](int64_t i) {  // tile i of the ring, once its copies have landed
           const int s = static_cast<int>(i % kStages);
           a_loader.finish(a_stages + s * kAStageElems);
@@ -442,9 +451,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
             const int s = static_cast<int>(i % kStages);
+            // Copies into the B loader's ring (its slot's last tile was finished a step ago) go
+            // before the wait for the stage, which only the stage's own copies need.
+            constexpr bool kBRing = BLoader::kRingElems > 0;
+            auto fetch_b = [&] { b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK); };
+            if constexpr (kBRing) fetch_b();
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
-            b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK);
+            if constexpr (!kBRing) fetch_b();
             ptx::cp_async_commit();  // one group a tile
             if (kAcrossItems ? i >= kLag : t >= kLag) {
               ptx::cp_async_wait<kLag>();  // tile i - kLag has landed
@@ -511,6 +525,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       constexpr int kAhead = kStages - 1 - kInFlight;
       ALoader a_loader;
       BLoader b_loader;
+      attach_ring(b_loader);
       for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
         float acc[BN / 2], sum[kSums];
         clear(acc, sum);

@@ -265,6 +265,7 @@ struct StageLoader {
   // matrix). Other loaders' finish needs only the thread's own place in the tile.
   static constexpr bool kFinishesInPlace = kWindowed;
   static constexpr bool kFinishNeedsItem = kWindowed;
+  static constexpr int kRingElems = 0;  // nothing kept outside the stages
 
   struct alignas(16) Chunk {
     T v[E];

@@ -8,11 +8,15 @@
 // Same interface as StageLoader.
 //   Tf32CopyLoader: K-major sources, copied by cp.async into the 128-byte-swizzled stage and
 //     rounded (or their small parts written) by the thread that copied them once they land (finish).
-//   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into a raw tile behind the
-//     K-major one(s), then rounded (and split) and transposed into them by the thread that copied
-//     them (finish): cp.async's depth, for one more tile of shared memory per stage. (Through
-//     registers instead, 3xTF32 transA measured 1.97x torch against 2.16x: bench/NOTES.md item 76.)
-// kStageTiles: the BX x BK tiles one stage holds; kStageElems: its elements.
+//   Tf32TransposeCopyLoader: MN-major sources, copied by cp.async into raw tiles, then rounded
+//     (and split) and transposed into the stage's K-major tile(s) by the warp that copied them
+//     (finish): cp.async's depth, for more shared memory. (Through registers instead, 3xTF32
+//     transA measured 1.97x torch against 2.16x: bench/NOTES.md item 76.) The raw tiles have a
+//     ring of their own after the stages, of kRawSlots tiles: the kernels' pipelines have at
+//     most kStages - 1 tiles copied and not yet finished, so a raw tile in every stage left one
+//     unused, and TF32's 128 x 256 tile without room for three stages.
+// kStageTiles: the BX x BK tiles one stage holds; kStageElems: its elements; kRingElems: the
+// elements the loader keeps after the stages.
 #pragma once
 
 #include <cstdint>
@@ -64,102 +68,141 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
   }
 };
 
-// The thread mapping of the transposing loader. A warp owns 16 k rows x 2 chunks (lane =
-// 2 kk + cc), so that each of its transposing 4-byte stores (2 lines x 16 k) hits 32 distinct
-// banks within the swizzle, and each k row's 32 bytes are one sector of the global load. Blocks
-// of warps go along x first.
+// The thread mapping of the transposing loader. Warp w owns a kWX x kWK block of the tile
+// (blocks along x first), which it copies into a raw block of its own and then transposes, its
+// lanes reading one another's copies (after __syncwarp).
+//   Copies: 8 lanes along x in each of 4 k rows, so that an instruction reads four whole 128-byte
+// lines, each landing in one shared-memory wavefront. (Lanes along 16 k rows of 32 bytes landed
+// each row's sector in a wavefront of its own: four times the ideal, a third of TF32 transA's
+// shared-memory wavefronts, where those set the pace; bench/NOTES.md item 100.)
+//   Transposing: a thread's raw chunk (4 x at one k) goes to 4 lines of the K-major tile; a
+// warp's lanes take 16 k x 2 chunks (lane = kk + 16 cc), so that each 4-byte store (2 lines x
+// 16 k) hits 32 distinct banks within the swizzle.
+//   The raw block's rows (k) hold kWX / 4 chunks, chunk q of row k at q ^ (k % 8), so that the 8
+// chunks of a copy's row and the 8 rows of a quarter warp's transposing reads fall in distinct
+// bank groups, each copied line in one 128-byte row. (Rows padded by a chunk instead, which put a
+// line across two rows: 2.5 wavefronts a line, and 1.5 times the sectors.)
 template <int BX, int BK, int kThreads>
 struct Tf32TransposeMap {
   using Tile = Swizzle128Tile<float, BX, BK>;  // line x, element k
   static constexpr int E = 4;                  // floats per 16-byte chunk
   static constexpr int kWarps = kThreads / 32;
-  static constexpr int kPerThread = BX * BK / E / kThreads;
-  static constexpr int kPairs = BX / 8, kPerKBlock = kPairs / kWarps;
-  static_assert(kPairs % kWarps == 0 && BK % 16 == 0, "whole warp blocks");
+  static constexpr int kPerThread = BX * BK / E / kThreads;  // chunks a thread copies, and transposes
+  static constexpr int kWK = BX * BK / kWarps >= 32 * 32 ? 32 : 16, kWX = BX * BK / kWarps / kWK;
+  static constexpr int kRawElems = kWarps * kWK * kWX;
+  static_assert(kWX % 32 == 0 && BX % kWX == 0 && BK % kWK == 0, "whole warp blocks of whole lines");
 
   const float* base;  // the matrix: the source address of zero-filled (out-of-range) copies
-  const float* ptr;   // this thread's first element of the next tile
+  const float* ptr;   // this thread's first copy of the next tile
   int64_t ld;
-  int x, k;           // this thread's first (x, k) within a tile
+  int copy_x, copy_k;      // this thread's first copy: (x, k) within the tile
+  int finish_x, finish_k;  // this thread's first transposed chunk: (x, k) within the tile
+  int copy_row, finish_row;  // the raw rows of the two, as offsets in the raw tile
+  int copy_swizzle, finish_swizzle;  // their chunks' positions in those rows, before each chunk's own part
 
   __device__ __forceinline__ void start(const float* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
     base = base_;
     ld = ld_;
     const int lane = tid % 32, warp = tid / 32;
-    x = 8 * warp + 4 * (lane % 2);
-    k = lane / 2;
-    ptr = base + (k0 + k) * ld + x0 + x;
+    const int warp_x = kWX * (warp % (BX / kWX)), warp_k = kWK * (warp / (BX / kWX));
+    const int warp_raw = warp * kWK * kWX;
+    copy_x = warp_x + E * (lane % 8);
+    copy_k = warp_k + lane / 8;
+    copy_row = warp_raw + (lane / 8) * kWX;
+    copy_swizzle = (lane % 8) ^ (lane / 8);
+    finish_x = warp_x + E * (lane / 16);
+    finish_k = warp_k + lane % 16;
+    finish_row = warp_raw + (lane % 16) * kWX;
+    finish_swizzle = (lane / 16) ^ (lane % 8);
+    ptr = base + (k0 + copy_k) * ld + x0 + copy_x;
   }
 
-  // Chunk i of this thread: its (x, k) offset from the thread's first.
-  __device__ __forceinline__ static int chunk_x(int i) { return 8 * kWarps * (i % kPerKBlock); }
-  __device__ __forceinline__ static int chunk_k(int i) { return 16 * (i / kPerKBlock); }
+  // Copy j of this thread, and transposed chunk i: offsets from the thread's first (x, k).
+  __device__ __forceinline__ static int copy_dx(int j) { return 32 * (j % (kWX / 32)); }
+  __device__ __forceinline__ static int copy_dk(int j) { return 4 * (j / (kWX / 32)); }
+  __device__ __forceinline__ static int finish_dx(int i) { return 8 * (i % (kWX / 8)); }
+  __device__ __forceinline__ static int finish_dk(int i) { return 16 * (i / (kWX / 8)); }
 
-  // Calls load(i, src, ok(e)) for each chunk of the next tile (ok: element e is inside the
-  // matrix; with kVector, the chunk is all in or all out), then moves on a tile.
+  // Calls load(j, src, raw, ok(e)) for each copy of the next tile (raw: its offset in the raw
+  // tile; ok: element e is inside the matrix; with kVector, the chunk is all in or all out), then
+  // moves on a tile.
   template <bool kVector, typename Load>
-  __device__ __forceinline__ void for_each_chunk(int64_t x_left, int64_t k_left, const Load& load) {
+  __device__ __forceinline__ void for_each_copy(int64_t x_left, int64_t k_left, const Load& load) {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int xi = x + chunk_x(i), ki = k + chunk_k(i);
-      const float* src = ptr + int64_t(chunk_k(i)) * ld + chunk_x(i);
-      const bool line_ok = ki < k_left;
-      const int64_t elem_left = x_left - xi;  // the chunk's elements run along x
-      load(i, src, [&](int e) { return line_ok && (kVector ? elem_left > 0 : e < elem_left); });
+    for (int j = 0; j < kPerThread; ++j) {
+      const float* src = ptr + int64_t(copy_dk(j)) * ld + copy_dx(j);
+      // Row copy_k + dk (dk a multiple of 4: its row's k % 8 differs from copy_k's by dk % 8),
+      // chunk copy_x / 4 + dx / 4 (dx a multiple of 32: whole groups of 8 chunks).
+      const int raw = copy_row + copy_dk(j) * kWX + copy_dx(j) + E * (copy_swizzle ^ (copy_dk(j) % 8));
+      const bool line_ok = copy_k + copy_dk(j) < k_left;
+      const int64_t elem_left = x_left - (copy_x + copy_dx(j));  // the chunk's elements run along x
+      load(j, src, raw, [&](int e) { return line_ok && (kVector ? elem_left > 0 : e < elem_left); });
     }
     ptr += BK * ld;
   }
 
-  // Element e of chunk i, rounded (and split), into its transposed place in `stage`.
+  // Chunk i's offset in the raw tile, and its element e, rounded (and split), into its
+  // transposed place in `stage`.
+  __device__ __forceinline__ int finish_offset(int i) const {
+    // Row finish_k + dk (dk a multiple of 16: the same k % 8), chunk (finish_x + dx) / 4, whose
+    // bits below 8 chunks (32 elements) are swizzled.
+    const int dq = finish_dx(i) / E;
+    return finish_row + finish_dk(i) * kWX + E * (dq - dq % 8) + E * (finish_swizzle ^ (dq % 8));
+  }
   template <bool kSplit>
   __device__ __forceinline__ void store(float* stage, int i, int e, float v) const {
     uint32_t* words = reinterpret_cast<uint32_t*>(stage);
-    const int offset = swizzled_offset<Tile>(x, chunk_x(i) + e, k, chunk_k(i));
+    const int offset = swizzled_offset<Tile>(finish_x, finish_dx(i) + e, finish_k, finish_dk(i));
     store_tf32_parts<kSplit>(words + offset, words + Tile::kElems + offset, v);
   }
 };
 
-template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit>
+template <int BX, int BK, int kThreads, LoadMode kMode, bool kSplit, int kRawSlots>
 struct Tf32TransposeCopyLoader : Tf32TransposeMap<BX, BK, kThreads> {
   using Map = Tf32TransposeMap<BX, BK, kThreads>;
   static constexpr bool kRegisterStaged = false, kFinishesInPlace = true, kFinishNeedsItem = false;
-  static constexpr int kStageTiles = kSplit ? 3 : 2;  // the K-major tile(s), then the raw copies
+  static constexpr int kStageTiles = kSplit ? 2 : 1;  // the K-major tile(s)
   static constexpr int kStageElems = kStageTiles * Map::Tile::kElems;
+  static constexpr int kRingElems = kRawSlots * Map::kRawElems;
 
-  int tid;
+  float* ring;  // the raw tiles (set by the kernel)
+  int fetch_slot = 0, finish_slot = 0;  // the ring slots of the next tiles fetched and finished
 
-  __device__ __forceinline__ void start(const float* base, int64_t ld, int64_t x0, int64_t k0, int tid_) {
-    Map::start(base, ld, x0, k0, tid_);
-    tid = tid_;
-  }
+  __device__ __forceinline__ float* raw_tile(int slot) const { return ring + slot * Map::kRawElems; }
+  __device__ __forceinline__ static int next_slot(int slot) { return slot + 1 == kRawSlots ? 0 : slot + 1; }
 
-  // Chunk i's raw copy: thread-private, a warp's 16-byte copies side by side (distinct banks).
-  __device__ __forceinline__ int raw(int i) const {
-    return (kStageTiles - 1) * Map::Tile::kElems + (i * kThreads + tid) * Map::E;
-  }
-
-  __device__ __forceinline__ void fetch(float* stage, int64_t x_left, int64_t k_left) {
-    this->template for_each_chunk<kMode == LoadMode::kVector>(x_left, k_left, [&](int i, const float* src, auto ok) {
-      if constexpr (kMode == LoadMode::kVector) {
-        ptx::cp_async<16>(stage + raw(i), ok(0) ? src : this->base, ok(0));
-      } else {
+  // The next tile's copies, into the ring (the stage is written by finish).
+  __device__ __forceinline__ void fetch(float* /*stage*/, int64_t x_left, int64_t k_left) {
+    float* const raw = raw_tile(fetch_slot);
+    this->template for_each_copy<kMode == LoadMode::kVector>(
+        x_left, k_left, [&](int, const float* src, int offset, auto ok) {
+          if constexpr (kMode == LoadMode::kVector) {
+            ptx::cp_async<16>(raw + offset, ok(0) ? src : this->base, ok(0));
+          } else {
 #pragma unroll
-        for (int e = 0; e < Map::E; ++e) ptx::cp_async<4>(stage + raw(i) + e, ok(e) ? src + e : this->base, ok(e));
-      }
-    });
+            for (int e = 0; e < Map::E; ++e)
+              ptx::cp_async<4>(raw + offset + e, ok(e) ? src + e : this->base, ok(e));
+          }
+        });
+    fetch_slot = next_slot(fetch_slot);
   }
 
-  // This thread's copies of the tile, once landed: rounded and transposed into the K-major tile
-  // (batches of 4 keep this producer from spilling).
-  __device__ __forceinline__ void finish(float* stage) const {
+  // The oldest unfinished tile, once this thread's copies have landed: its warp's copies,
+  // rounded and transposed into the K-major tile of `stage` (batches of 4 keep this producer from
+  // spilling).
+  __device__ __forceinline__ void finish(float* stage) {
+    __syncwarp();  // the warp's copies, each landed for its own thread, are visible to all
+    const float* const raw = raw_tile(finish_slot);
     rewrite_in_batches<Map::kPerThread, 4>(
-        [&](int i) { return *reinterpret_cast<const uint4*>(stage + raw(i)); },
+        [&](int i) { return *reinterpret_cast<const uint4*>(raw + this->finish_offset(i)); },
         [&](int i, const uint4& v) {
           this->template store<kSplit>(stage, i, 0, __uint_as_float(v.x));
           this->template store<kSplit>(stage, i, 1, __uint_as_float(v.y));
           this->template store<kSplit>(stage, i, 2, __uint_as_float(v.z));
           this->template store<kSplit>(stage, i, 3, __uint_as_float(v.w));
         });
+    __syncwarp();  // the warp's reads are done before any of its lanes copies into the slot again
+    finish_slot = next_slot(finish_slot);
   }
 };
 
