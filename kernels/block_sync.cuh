@@ -70,6 +70,20 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
                : "memory");
 }
 
+// Makes barriers just initialized visible to the async proxy (bulk copies that complete on them).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrives and adds `bytes` to the transfers the current phase waits for (bulk copies that
+// complete on this barrier).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   ptx::smem_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
 // Waits (acquire) until the phase of the given parity has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
   uint32_t done = 0;

@@ -57,19 +57,30 @@ __device__ __forceinline__ WorkItem<T> work_item(const GemmArgs<T, Out>& args, i
 }
 
 // A persistent block's work items: numbered columns fastest, then rows, then K slices, then
-// matrices, it takes items blockIdx.x, blockIdx.x + gridDim.x, ... Each item is kept as its
-// digits in those four radices, and the next one is found by adding the stride's digits with
-// carries: decomposing every index by 64-bit divisions cost each warp ~300 instructions of serial
-// latency an item (a fifth of a bf16 short-K item's time on wgmma; bench/NOTES.md item 86).
-template <int BM, int BN, int BK>
+// matrices, it takes items blockIdx.x, blockIdx.x + gridDim.x, ... or, kContiguous, a range of
+// consecutive items (the blocks' ranges differ in length by one at most), whose neighbours mostly
+// share their rows of A. Each item is kept as its digits in those four radices, and the next one
+// is found by adding the stride's digits with carries: decomposing every index by 64-bit
+// divisions cost each warp ~300 instructions of serial latency an item (a fifth of a bf16
+// short-K item's time on wgmma; bench/NOTES.md item 86).
+template <int BM, int BN, int BK, bool kContiguous = false>
 struct PersistentWalk {
   int64_t radix[4], digit[4], step[4];  // matrix, slice, row tile, column tile
+  int64_t left;                         // kContiguous: the items left in the block's range
 
   template <typename T, typename Out>
   __device__ __forceinline__ explicit PersistentWalk(const GemmArgs<T, Out>& args)
       : radix{args.batch, args.splits, (args.m + BM - 1) / BM, (args.n + BN - 1) / BN} {
-    split(blockIdx.x, digit);
-    split(gridDim.x, step);
+    if constexpr (kContiguous) {
+      const int64_t items = radix[0] * radix[1] * radix[2] * radix[3];
+      const int64_t first = items * blockIdx.x / gridDim.x;
+      left = items * (blockIdx.x + 1) / gridDim.x - first;
+      split(first, digit);
+      split(1, step);
+    } else {
+      split(blockIdx.x, digit);
+      split(gridDim.x, step);
+    }
   }
   __device__ __forceinline__ void split(int64_t index, int64_t (&d)[4]) const {
 #pragma unroll
@@ -79,9 +90,10 @@ struct PersistentWalk {
     }
     d[0] = index;
   }
-  __device__ __forceinline__ bool valid() const { return digit[0] < radix[0]; }
+  __device__ __forceinline__ bool valid() const { return kContiguous ? left > 0 : digit[0] < radix[0]; }
   // Each digit and its step are below their radix: one subtraction carries.
   __device__ __forceinline__ void advance() {
+    if constexpr (kContiguous) --left;
     bool carry = false;
 #pragma unroll
     for (int j = 3; j > 0; --j) {

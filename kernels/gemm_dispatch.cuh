@@ -155,12 +155,14 @@ struct ExactFloatFamily {
   using LayoutTile = std::conditional_t<std::is_same_v<Tile, Registers> && !kBRowMajor, TwoPerSm, Tile>;
   // The short-K register tile on Hopper, where the output allows a tensor map and K fits in two
   // stages: persistent blocks whose output tiles leave by bulk copies while the next tile is
-  // computed, operands transposed by copies (two stages: with the 128 KiB buffer, 227 KiB of
-  // shared memory). Longer K measured slower than the register tile (K = 256: 0.97x torch against
-  // 1.03x; K = 64, A^T x B: 1.14x against 1.08x; bench/NOTES.md item 85): copies asked for after
-  // a tile's bulk copies land behind them. Two rounds of k steps unrolled, not all eight: a loop
-  // that runs twice per tile fetched its 77 KB of code anew each time (smallK 1.15x against
-  // 1.12x; long K loses 2-5% that way, so the other tiles unroll all).
+  // computed; A's whole K stays in shared memory while a block's consecutive tiles share its
+  // rows, and B's tiles come by bulk tensor copies (smallK 1.20x -> 1.35x torch on an H200,
+  // bench/NOTES.md item 101; with the 128 KiB buffer, all 227 KiB of shared memory). Longer K
+  // measured slower than the register tile (K = 256: 0.97x torch against 1.03x; K = 64, A^T x B:
+  // 1.14x against 1.08x; item 85): copies asked for after a tile's bulk copies land behind them.
+  // Two rounds of k steps unrolled, not all eight: a loop that runs twice per tile fetched its 77
+  // KB of code anew each time (smallK 1.15x against 1.12x; long K loses 2-5% that way, so the
+  // other tiles unroll all).
   using Persistent = TiledTile<128, 256, 32, 4, 2, 8, 16, 2, 1, true, true, 2>;
   template <class Tile>
   static bool runs_persistent(const DeviceLimits& device, const void* c, int64_t m, int64_t n, int64_t k,
@@ -187,18 +189,21 @@ struct ExactFloatFamily {
   static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
     using Tile = LayoutTile<TableTile, kBRowMajor>;
     constexpr LoadMode kMode = mode(kVec);
-    auto launch_tile = [&](auto tile, const OutputMap& map) {
+    auto launch_tile = [&](auto tile, const TensorMap& map, const TensorMap& b_map) {
       using S = decltype(tile);
       launch_with_smem<gemm_tiled_kernel<S, kMode, kARowMajor, kBRowMajor, Out>, S,
-                       TiledStages<S, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, device.num_sms, stream, map);
+                       TiledStages<S, kMode, kARowMajor, kBRowMajor>::kSmemBytes>(args, device.num_sms, stream, map,
+                                                                                  b_map);
     };
     if constexpr (std::is_same_v<Tile, Registers>) {
       if (runs_persistent<Tile>(device, args.c, args.m, args.n, args.k, args.batch * args.splits)) {
-        const OutputMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Persistent::BM);
-        if (map.valid) return launch_tile(Persistent{}, map);
+        const TensorMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Persistent::BM);
+        const TensorMap b_map = make_operand_map(args.b, args.n, args.k, args.batch, args.ldb, args.batch_stride_b,
+                                                 Persistent::BN, Persistent::BK);
+        if (map.valid && b_map.valid) return launch_tile(Persistent{}, map, b_map);
       }
     }
-    launch_tile(Tile{}, OutputMap{});
+    launch_tile(Tile{}, TensorMap{}, TensorMap{});
   }
   template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits& device) {
@@ -222,7 +227,8 @@ struct ExactFloatFamily {
         << (Tile::kAsyncTranspose ? "by 4-byte cp.async copies" : "through registers");
     if constexpr (Tile::kPersistent)
       s << "; persistent (each block walks output tiles; a tile's result leaves its own shared-memory buffer "
-           "by bulk asynchronous copies while the next tile is computed)";
+           "by bulk asynchronous copies while the next tile is computed); A's whole K kept in shared memory "
+           "across a block's consecutive tiles, B's tiles by bulk tensor copies";
   }
   static const char* load_text(bool vec) {
     return vec ? "16-byte loads: cp.async for an operand contiguous along m (A) or n (B); one contiguous "
@@ -402,7 +408,7 @@ struct WgmmaFamily {
       STD_TORCH_CHECK(false, "tiledmm: internal error: tile exceeds Hopper's shared memory");
     } else {
       // A persistent tile's output leaves by bulk tensor copies where its layout allows a map.
-      OutputMap output_map{};
+      TensorMap output_map{};
       if constexpr (Tile::kPersistent)
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);

@@ -44,7 +44,7 @@ struct NanRepair {
 struct NoRepair {};
 
 // Where output (line l, element e) of a tile of kLines lines is staged for bulk tensor copies:
-// in the boxes of the output's tensor map (output_tensor_map.h), one per 128 bytes along a line,
+// in the boxes of the output's tensor map (tensor_maps.h), one per 128 bytes along a line,
 // each kLines rows of 128 bytes whose 16-byte chunks are swizzled by the row (l % 8), as the
 // map's 128-byte swizzle wants: bank-conflict-free for 16-byte stores along a line and for
 // stores across lines alike.
@@ -101,7 +101,7 @@ struct GroupWriters {
 // math warps', numbered from 0; or `writers`) synchronize among themselves.
 //   smem is the stages (every warp must be done with them), or, with kBulkBuffers > 0, one of
 // that many buffers that the caller's tiles take in turn (each 1024-byte aligned, BM x BN
-// outputs), staged as boxes of the output's tensor map (output_tensor_map.h): where `map` is
+// outputs), staged as boxes of the output's tensor map (tensor_maps.h): where `map` is
 // given (its address in kernel parameter space; z the output matrix's index), thread 0 sends the
 // tile out by bulk tensor copies (sm_90; marked to leave the L2 first: TF32 smallK 1.62 -> 1.40 ms,
 // its operands no longer read again from memory, bench/NOTES.md item 88) and the threads return

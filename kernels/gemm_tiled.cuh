@@ -21,7 +21,7 @@
 
 #include "gemm_common.cuh"
 #include "gemm_epilogue.cuh"
-#include "output_tensor_map.h"
+#include "tensor_maps.h"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
 #include "stage_pipeline.cuh"
@@ -55,6 +55,15 @@ struct TiledTile {
 // The x-major stage of one operand: BK lines of BX.
 template <int BX, int BK>
 using TiledStage = PaddedTile<float, BK, BX>;
+
+// The x-major stage of an operand copied in by the bulk copies of a tensor map (a persistent
+// tile's B): BK dense lines of BX, as the map's boxes land. Loads at one k read one line's
+// consecutive 16-byte chunks, which need no padding to hit distinct banks.
+template <int BX, int BK>
+struct BoxStage {
+  static constexpr int kElems = BX * BK;
+  __host__ __device__ __forceinline__ static constexpr int offset(int k, int x) { return k * BX + x; }
+};
 
 // Copies a k-major operand's BX x BK tiles (row-major A, column-major B: lines along k in
 // memory) into x-major stages, through registers: a 16-byte load's four elements go to four
@@ -183,14 +192,20 @@ template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
 struct TiledStages {
   static_assert(Tile::kAsyncTranspose || kMode == LoadMode::kVector,
                 "the register transposer loads 16-byte chunks: element-wise tiles transpose by copies");
-  using ALoader = TiledLoader<Tile, Tile::BM, kMode, kARowMajor>;
+  // A persistent tile keeps A's whole K (kStages tiles at most) in one band instead of stages: a
+  // tile of kStages * BK, whose K tiles lie in it as they would in stages.
+  using ABand = TiledTile<Tile::BM, Tile::BN, Tile::kStages * Tile::BK, Tile::kWarpsM, Tile::kWarpsN, Tile::TM,
+                          Tile::TN, Tile::kStages, 1, Tile::kAsyncTranspose>;
+  using ALoader = TiledLoader<std::conditional_t<Tile::kPersistent, ABand, Tile>, Tile::BM, kMode, kARowMajor>;
   using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;
+  static constexpr int kAElems = Tile::kPersistent ? ALoader::kStageElems : Tile::kStages * ALoader::kStageElems;
+  // ... and B's tiles by bulk copies (BoxStage), each stage with an mbarrier (after the stages).
+  static constexpr int kBStageElems = Tile::kPersistent ? BoxStage<Tile::BN, Tile::BK>::kElems : BLoader::kStageElems;
   // A persistent tile's output buffer comes first, 1024-byte aligned (the bulk copies' swizzle),
   // with 1024 bytes to align it.
   static constexpr int kBufferBytes = Tile::kPersistent ? Tile::BM * Tile::BN * static_cast<int>(sizeof(float)) : 0;
-  static constexpr int kSmemBytes =
-      (Tile::kPersistent ? kBufferBytes + 1024 : 0) +
-      Tile::kStages * (ALoader::kStageElems + BLoader::kStageElems) * static_cast<int>(sizeof(float));
+  static constexpr int kSmemBytes = (Tile::kPersistent ? kBufferBytes + 1024 + Tile::kStages * 8 : 0) +
+                                    (kAElems + Tile::kStages * kBStageElems) * static_cast<int>(sizeof(float));
 };
 
 // Which TX of one operand's warp-tile indices along x (m for A, n for B) a lane owns: groups of
@@ -232,7 +247,7 @@ struct LaneSlice {
 
 // The math of one K tile: acc += its slab of A (stage as) times its slab of B (stage bs), for the
 // lane whose first row and column in the block's tile are a_x0 and b_x0.
-template <class Tile>
+template <class Tile, class BStage = TiledStage<Tile::BN, Tile::BK>>
 __device__ __forceinline__ void multiply_stage(const float* as, const float* bs, int a_x0, int b_x0,
                                                float (&acc)[Tile::TM][Tile::TN]) {
   using ASlice = LaneSlice<Tile::TM, Tile::kLanesM>;
@@ -242,7 +257,7 @@ __device__ __forceinline__ void multiply_stage(const float* as, const float* bs,
 #pragma unroll Tile::kUnrolledRounds
   for (int k0 = 0; k0 < Tile::BK; k0 += 4) {
     float bf[4][Tile::TN];
-    BSlice::template load<TiledStage<Tile::BN, Tile::BK>>(bs, b_x0, k0, bf);
+    BSlice::template load<BStage>(bs, b_x0, k0, bf);
 #pragma unroll
     for (int g = 0; g < ASlice::kGroups; ++g) {
       float af[4][4];
@@ -292,24 +307,33 @@ __device__ __forceinline__ void store_tile(const GemmArgs<float, Out>& args, con
 
 // Stages a lane's outputs in a persistent block's buffer, as the output's tensor map's boxes
 // (bulk_box_offset): a warp's 16-byte stores at one (i, j) cover 4 rows x 128 bytes of one box,
-// each quarter warp one row's 8 chunks, which the swizzle keeps in distinct banks.
+// each quarter warp one row's 8 chunks, which the swizzle keeps in distinct banks. The swizzle
+// repeats every 8 rows and a lane's column groups are whole boxes apart, so every store is at a
+// constant distance from the lane's offset in one of at most 8 rows: a few address registers
+// instead of one per store (staging took 8% of smallK's stall samples, bench/NOTES.md item 101).
 template <class Tile>
 __device__ __forceinline__ void stage_tile(float* buffer, int a_x0, int b_x0, const float (&acc)[Tile::TM][Tile::TN]) {
   using ASlice = LaneSlice<Tile::TM, Tile::kLanesM>;
   using BSlice = LaneSlice<Tile::TN, Tile::kLanesN>;
+  constexpr int kBoxElems = 32;  // a box is 128 bytes of each of BM rows
+  static_assert(BSlice::step(4) % kBoxElems == 0, "a lane's groups of 4 columns whole boxes apart");
 #pragma unroll
   for (int i = 0; i < Tile::TM; ++i)
 #pragma unroll
-    for (int j = 0; j < Tile::TN; j += 4)
-      *reinterpret_cast<float4*>(buffer + bulk_box_offset<float, Tile::BM>(a_x0 + ASlice::step(i), b_x0 + BSlice::step(j))) =
-          make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+    for (int j = 0; j < Tile::TN; j += 4) {
+      const int dl = ASlice::step(i), row = dl % 8;
+      float* const at = buffer + bulk_box_offset<float, Tile::BM>(a_x0 + row, b_x0) + (dl - row) * kBoxElems +
+                        BSlice::step(j) / kBoxElems * Tile::BM * kBoxElems;
+      *reinterpret_cast<float4*>(at) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+    }
 }
 
-// output_map: the output's tensor map (persistent tiles, which the dispatcher launches only on
-// sm_90 with a valid map).
+// output_map, b_map: the output's and B's tensor maps (persistent tiles, which the dispatcher
+// launches only on sm_90 with valid maps).
 template <class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_tiled_kernel(const GemmArgs<float, Out> args, const __grid_constant__ OutputMap output_map) {
+    gemm_tiled_kernel(const GemmArgs<float, Out> args, const __grid_constant__ TensorMap output_map,
+                      const __grid_constant__ TensorMap b_map) {
   static_assert(std::is_same_v<Out, float>, "float32 outputs (split K's slices are float32 too)");
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, TM = Tile::TM, TN = Tile::TN;
   using Stages = TiledStages<Tile, kMode, kARowMajor, kBRowMajor>;
@@ -322,7 +346,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   unsigned char* const buffer_bytes = smem_tiled + (1024 - ptx::smem_address(smem_tiled) % 1024) % 1024;
   float* const buffer = reinterpret_cast<float*>(buffer_bytes);
   float* const a_stages = reinterpret_cast<float*>(Tile::kPersistent ? buffer_bytes + Stages::kBufferBytes : smem_tiled);
-  float* const b_stages = a_stages + Tile::kStages * ALoader::kStageElems;
+  float* const b_stages = a_stages + Stages::kAElems;
+  constexpr int kBStageElems = Stages::kBStageElems;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The lane's first row and column in the block's tile.
@@ -354,18 +379,48 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   } else if constexpr (!ptx::kBulkCopies) {
     __trap();  // not an sm_90 pass: the dispatcher launches persistent tiles only on sm_90
   } else {
-    // One pipeline runs through the block's items: the last K tile of one is computed while the
-    // next one's first is copied in (beyond). An item's output is staged in the buffer once the
-    // last tile's copies have read it, and thread 0 sends it out after the next item's second
-    // K tile has been asked for: copies queued behind 128 KiB of output would land late.
-    PersistentWalk<BM, BN, BK> walk(args);
+    // A block walks a range of consecutive items (row by row of tiles), so that most share their
+    // rows of A with the one before: A's whole K stays in shared memory (a_stages: one band, as
+    // ALoader's tile), copied again only when the rows change, after the item before has been
+    // staged (a pause of one copy, once or twice per block). B's tiles come by bulk tensor copies
+    // that thread 0 asks for, through two stages with an mbarrier each, in one pipeline across
+    // items: the last K tile of one item is computed while the next one's first is copied in. An
+    // item's output is staged in the buffer once the last tile's copies have read it, and thread
+    // 0 sends it out after the next item's second B tile has been asked for: copies queued behind
+    // 128 KiB of output would land late. (Both operands copied by every thread, tile by tile: the
+    // warps waited for their copies to leave the memory-instruction queue, 12% of smallK's stall
+    // samples, bench/NOTES.md item 101.)
+    static_assert(Tile::kStages == 2 && Tile::kAsyncTranspose,
+                  "A's band holds two K tiles, copied in by cp.async; B's next tile goes to the other stage");
+    using BStage = BoxStage<BN, BK>;
+    constexpr int kSlabElems = TiledStage<BM, BK>::kElems;  // one K tile of A's band
+    uint64_t* const b_full = reinterpret_cast<uint64_t*>(b_stages + Tile::kStages * kBStageElems);
+    if (tid == 0) {
+      for (int s = 0; s < Tile::kStages; ++s) sync::mbarrier_init(b_full + s, 1);
+      sync::fence_mbarrier_init();
+    }
+    __syncthreads();
+    PersistentWalk<BM, BN, BK, true> walk(args);
     if (!walk.valid()) return;
     WorkItem<float> w = walk.item(args);
-    start(w);
-    fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, 0, 0, args.m - w.m0, args.n - w.n0, w.k_len);
-    ptx::cp_async_commit();
-    deposit_k_tile(a_loader, b_loader, a_stages, b_stages, 0);
-    int stage = 0;
+    auto fetch_band = [&](const WorkItem<float>& x) {
+      a_loader.start(x.a, args.lda, x.m0, x.k_begin, tid);
+      a_loader.fetch(a_stages, args.m - x.m0, x.k_len);
+      ptx::cp_async_commit();
+    };
+    // B's K tile t of item x into stage s. Slices of K are whole tiles, so a box leaves its slice
+    // only past the end of K, where the map reads zeros.
+    auto fetch_b = [&](const WorkItem<float>& x, int64_t t, int s) {
+      if (tid != 0) return;
+      const int64_t matrix = args.batch_stride_b == 0 ? 0 : args.splits == 1 ? x.z : x.z / args.splits;
+      sync::mbarrier_arrive_expect_tx(b_full + s, kBStageElems * sizeof(float));
+      ptx::bulk_tensor_load(&b_map.map, b_stages + s * kBStageElems, b_full + s, static_cast<int>(x.n0),
+                            static_cast<int>(x.k_begin + t * BK), static_cast<int>(matrix));
+    };
+    fetch_band(w);
+    if (w.k_tiles > 0) fetch_b(w, 0, 0);
+    int stage = 0;         // the stage of the current item's next K tile
+    unsigned parity = 0;   // bit s: the parity of stage s's next phase
     WorkItem<float> sent{};  // the item whose staged output awaits its bulk copies (unsent: z < 0)
     sent.z = -1;
     auto send = [&] {
@@ -378,27 +433,27 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       const bool has_next = walk.valid();
       const WorkItem<float> after = has_next ? walk.item(args) : w;
       clear();
-      stage = run_k_tiles<Tile::kStages, BK>(
-          a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0, w.k_len,
-          [&](const float* as, const float* bs) {
-            send();
-            multiply(as, bs);
-          },
-          stage, [&](int64_t j, int s) {
-            if (!has_next || j >= after.k_tiles) return false;
-            if (j == 0) start(after);
-            fetch_k_tile<BK>(a_loader, b_loader, a_stages, b_stages, s, j, args.m - after.m0, args.n - after.n0,
-                             after.k_len);
-            return true;
-          });
+      for (int64_t t = 0; t < w.k_tiles; ++t) {
+        ptx::cp_async_wait<0>();  // A's band has landed (this thread's copies) ...
+        sync::mbarrier_wait(b_full + stage, (parity >> stage) & 1);  // ... and B's tile t
+        parity ^= 1u << stage;
+        __syncthreads();  // everyone's band, and everyone is done with tile t - 1's stage
+        if (t + 1 < w.k_tiles) fetch_b(w, t + 1, stage ^ 1);
+        else if (has_next && after.k_tiles > 0) fetch_b(after, 0, stage ^ 1);
+        send();
+        multiply_stage<Tile, BStage>(a_stages + t * kSlabElems, b_stages + stage * kBStageElems, a_x0, b_x0, acc);
+        stage ^= 1;
+      }
       send();  // an item without K tiles
       if (tid == 0) ptx::bulk_wait_read<0>();  // the last tile's copies have read the buffer
       __syncthreads();
       stage_tile<Tile>(buffer, a_x0, b_x0, acc);
       ptx::fence_shared_for_async_proxy();
-      __syncthreads();
+      __syncthreads();  // the staging is done, and so is every read of A's band
       sent = w;
       if (!has_next) break;
+      if (w.k_tiles == 0 && after.k_tiles > 0) fetch_b(after, 0, stage);
+      if (after.a != w.a || after.m0 != w.m0 || after.k_begin != w.k_begin) fetch_band(after);
       w = after;
     }
     send();

@@ -30,7 +30,7 @@
 #include "gemm_epilogue.cuh"
 #include "gemm_mma.cuh"
 #include "mma_math.cuh"
-#include "output_tensor_map.h"
+#include "tensor_maps.h"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
 #include "tf32_stage_loader.cuh"
@@ -215,7 +215,7 @@ constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, 
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
           bool kTransposedOut = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ OutputMap output_map) {
+    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {

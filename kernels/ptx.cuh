@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX instructions of the tensor-core kernels (sm_80 and newer): cp.async
 // copies into shared memory, ldmatrix fragment loads, mma.sync products, TF32 rounding; and
-// sm_90's bulk copies out of shared memory.
+// sm_90's bulk copies out of and into shared memory.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +74,15 @@ __device__ __forceinline__ void bulk_tensor_store(const void* map, const void* s
   }
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Bulk asynchronous copy (sm_90, the TMA unit) of a box of a 3-d tensor map at coordinates
+// (x, y, z) into shared memory (laid out as the map says; 128-byte aligned), zeros where the box
+// leaves the tensor; it counts its bytes on the mbarrier as they land (mbarrier_arrive_expect_tx).
+__device__ __forceinline__ void bulk_tensor_load(const void* map, void* smem, uint64_t* barrier, int x, int y, int z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+      ::"r"(smem_address(smem)), "l"(map), "r"(smem_address(barrier)), "r"(x), "r"(y), "r"(z)
+      : "memory");
+}
 // Waits until at most kPending of this thread's bulk groups are still reading shared memory (their
 // source may then be written again; the writes to global memory may still be under way).
 template <int kPending>

@@ -267,7 +267,7 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     # two-blocks tile runs instead.
     text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision="ieee")
     assert "128x256x32" in text and "2-stage pipeline" in text and PERSISTENT in text
-    assert "transposed by 4-byte cp.async copies" in text
+    assert "transposed by 4-byte cp.async copies" in text and "B's tiles by bulk tensor copies" in text
     assert PERSISTENT not in tiledmm.explain(*operands(32768, 72, 32768, "nn", torch.float32, "cuda"), precision="ieee")
     assert PERSISTENT not in tiledmm.explain(*operands(32768, 64, 32768, "nt", torch.float32, "cuda"), precision="ieee")
 

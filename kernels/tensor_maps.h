@@ -1,3 +1,5 @@
+// Tensor maps for sm_90's bulk copies: a persistent kernel's output, and gemm_tiled's B.
+//
 // The output of a persistent kernel (gemm_wgmma, gemm_tiled) as a tensor map, for sm_90's bulk
 // tensor copies out of shared memory: elements along a line of the output (a row, or a column when it is written
 // column-major) as dimension 0, its lines as dimension 1, its matrices (batch, K slices) as
@@ -18,7 +20,7 @@
 
 namespace tiledmm {
 
-struct OutputMap {
+struct TensorMap {
   CUtensorMap map;
   bool valid;
 };
@@ -50,13 +52,13 @@ inline bool output_map_fits(const void* c, int64_t line_len, int64_t lines, int6
 
 // c: `matrices` matrices of `lines` lines of line_len elements, contiguous.
 template <typename Out>
-OutputMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines) {
+TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines) {
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "wgmma outputs: float32, float16, bfloat16");
   constexpr CUtensorMapDataType kType = std::is_same_v<Out, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                         : std::is_same_v<Out, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                       : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   constexpr int64_t kSize = sizeof(Out);
-  OutputMap out{};
+  TensorMap out{};
   const int64_t line_bytes = line_len * kSize, matrix_bytes = line_bytes * lines;
   const auto encode = output_map_fits(c, line_len, lines, matrices, kSize) ? tensor_map_encoder() : nullptr;
   if (!encode) return out;
@@ -67,6 +69,32 @@ OutputMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
   const cuuint32_t unit[3] = {1, 1, 1};
   out.valid = encode(&out.map, kType, 3, c, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return out;
+}
+
+// A row-major float32 operand of a persistent kernel (gemm_tiled loads B's tiles by bulk
+// copies): `matrices` matrices (one where the batch broadcasts it: batch_stride 0) of `lines`
+// lines of line_len elements, ld elements apart, as a tensor map of boxes of box_lines lines of
+// box_elems elements, unswizzled (a box lands as dense lines), zeros outside the tensor. Invalid
+// where the start or a stride is not a multiple of 16 bytes.
+inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
+                                  int64_t batch_stride, int box_elems, int box_lines) {
+  constexpr int64_t kSize = sizeof(float);
+  TensorMap out{};
+  if (batch_stride == 0) matrices = 1;
+  const bool fits = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld * kSize % 16 == 0 && batch_stride * kSize % 16 == 0 &&
+                    line_len <= INT32_MAX && lines <= INT32_MAX && matrices <= INT32_MAX &&
+                    ld * kSize < (int64_t(1) << 40) && batch_stride * kSize < (int64_t(1) << 40);
+  const auto encode = fits ? tensor_map_encoder() : nullptr;
+  if (!encode) return out;
+  const cuuint64_t dims[3] = {cuuint64_t(line_len), cuuint64_t(lines), cuuint64_t(matrices)};
+  // A single matrix's stride is never used: any multiple of 16 does.
+  const cuuint64_t strides[2] = {cuuint64_t(ld * kSize), cuuint64_t(matrices == 1 ? 16 : batch_stride * kSize)};
+  const cuuint32_t box[3] = {cuuint32_t(box_elems), cuuint32_t(box_lines), 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  out.valid = encode(&out.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), dims, strides, box, unit,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   return out;
 }
