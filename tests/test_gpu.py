@@ -311,6 +311,27 @@ def test_persistent_blocks_walk_many_output_tiles(dtype, precision, layout, m, k
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="the persistent exact tile runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shared", ["a", "b", "none"])
+@pytest.mark.parametrize("k", [64, 36])
+def test_exact_persistent_tile_batched_and_shared_operands(layout, shared, k):
+    """The exact short-K tile on Hopper walks consecutive tiles across the matrices of a batch:
+    A's rows stay in shared memory while tiles share them (copied again at each new row of tiles
+    or matrix), B's tiles come by bulk tensor copies from the matrix's place in B's tensor map (or
+    the one matrix of a B shared by the batch, stride 0); K in one or two tiles, partial tiles
+    along every dimension. 150 tiles: on 132 SMs some blocks take two, of one row or two."""
+    a, b = operands(600, k, 1040, layout, torch.float32, "cuda", batch=(6,))
+    if shared == "a":
+        a = a[:1].expand_as(a)
+    elif shared == "b":
+        b = b[:1].expand_as(b)
+    assert PERSISTENT in tiledmm.explain(a, b, precision="ieee")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="ieee"), (6, 600, 1040), torch.float32, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
 @pytest.mark.parametrize("layout", LAYOUTS)
