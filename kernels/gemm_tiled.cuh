@@ -197,7 +197,7 @@ struct TiledStages {
   using ABand = TiledTile<Tile::BM, Tile::BN, Tile::kStages * Tile::BK, Tile::kWarpsM, Tile::kWarpsN, Tile::TM,
                           Tile::TN, Tile::kStages, 1, Tile::kAsyncTranspose>;
   using ALoader = TiledLoader<std::conditional_t<Tile::kPersistent, ABand, Tile>, Tile::BM, kMode, kARowMajor>;
-  using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;
+  using BLoader = TiledLoader<Tile, Tile::BN, kMode, !kBRowMajor>;  // (a persistent tile's B: bulk copies)
   static constexpr int kAElems = Tile::kPersistent ? ALoader::kStageElems : Tile::kStages * ALoader::kStageElems;
   // ... and B's tiles by bulk copies (BoxStage), each stage with an mbarrier (after the stages).
   static constexpr int kBStageElems = Tile::kPersistent ? BoxStage<Tile::BN, Tile::BK>::kElems : BLoader::kStageElems;
@@ -354,24 +354,21 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   const int a_x0 = (warp / Tile::kWarpsN) * Tile::WTM + ASlice::first(lane / Tile::kLanesN);
   const int b_x0 = (warp % Tile::kWarpsN) * Tile::WTN + BSlice::first(lane % Tile::kLanesN);
   ALoader a_loader;
-  BLoader b_loader;
   float acc[TM][TN];
-  auto multiply = [&](const float* as, const float* bs) { multiply_stage<Tile>(as, bs, a_x0, b_x0, acc); };
   auto clear = [&] {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   };
-  auto start = [&](const WorkItem<float>& w) {
-    a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
-    b_loader.start(w.b, args.ldb, w.n0, w.k_begin, tid);
-  };
 
   if constexpr (!Tile::kPersistent) {
+    BLoader b_loader;
+    auto multiply = [&](const float* as, const float* bs) { multiply_stage<Tile>(as, bs, a_x0, b_x0, acc); };
     for_each_work_item<BM, BN, BK>(args, [&](const WorkItem<float>& w) {
       clear();
-      start(w);
+      a_loader.start(w.a, args.lda, w.m0, w.k_begin, tid);
+      b_loader.start(w.b, args.ldb, w.n0, w.k_begin, tid);
       multiply_k_tiles<Tile::kStages, BK>(a_loader, b_loader, a_stages, b_stages, args.m - w.m0, args.n - w.n0,
                                           w.k_len, multiply);
       store_tile<Tile>(args, w, a_x0, b_x0, acc);
