@@ -135,18 +135,20 @@ __device__ __forceinline__ void with_constant(int v, const F& f) {
   }
 }
 
-// Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns chunk i, write(i, v)
-// stores its replacement. Chunks are read in batches of kBatch before any of the batch is
-// written: the compiler cannot tell the writes from the next chunk's read, and would otherwise
-// wait out each read. The batch bounds the registers it holds.
-template <int kCount, int kBatch, typename Read, typename Write>
+// Rewrites a thread's kCount 16-byte chunks of a stage: read(i) returns what chunk i's
+// replacement is made of, write(i, v) stores the replacement. Chunks are read in batches of
+// kBatch before any of the batch is written: the compiler cannot tell the writes from the next
+// chunk's read, and would otherwise wait out each read. The batch bounds the registers it holds.
+// kSyncWarp: reads reach chunks that other lanes of the warp write, so the warp meets between.
+template <int kCount, int kBatch, bool kSyncWarp = false, typename Read, typename Write>
 __device__ __forceinline__ void rewrite_in_batches(const Read& read, const Write& write) {
   constexpr int kSize = kCount < kBatch ? kCount : kBatch;
 #pragma unroll
   for (int i0 = 0; i0 < kCount; i0 += kSize) {
-    uint4 v[kSize];
+    decltype(read(0)) v[kSize];
 #pragma unroll
     for (int i = 0; i < kSize; ++i) v[i] = read(i0 + i);
+    if constexpr (kSyncWarp) __syncwarp();
 #pragma unroll
     for (int i = 0; i < kSize; ++i) write(i0 + i, v[i]);
   }
@@ -256,6 +258,12 @@ struct StageLoader {
     else return i * kLineStep;
   }
 
+  // kWindowed: the side slots are copied by one instruction a warp, lane q < kSideCopies taking
+  // that of slot q / kWarpLines of the warp's line q % kWarpLines (copied by each line's last
+  // lane, they took kPerThread instructions a warp, each of kWarpLines lanes).
+  static constexpr int kSideCopies = kWindowed ? kPerThread * kWarpLines : 0;
+  static_assert(kSideCopies <= 32, "side slots: one copy a lane");
+
   static constexpr int kStageTiles = kStageTiles_;
   static constexpr int kSideElems = kWindowed ? Tile::kLines * E : 0;
   // A stage's elements: its tiles and side slots.
@@ -280,6 +288,10 @@ struct StageLoader {
   // which advances by multiples of 16 bytes (BK elements along a line are 128 bytes; BK lines
   // are 128 x ld bytes).
   int shift[kShiftClasses];
+  // kWindowed: this lane's side copy: its source (the window after its line's last chunk's, in
+  // the next tile), its line, and that line's shift (no copy where 0, or past kSideCopies).
+  const T* side_ptr;
+  int side_line, side_shift;
 
   // The operand's matrix at base with leading dimension ld; its first tile at (x0, k0).
   __device__ __forceinline__ void start(const T* base_, int64_t ld_, int64_t x0, int64_t k0, int tid) {
@@ -294,6 +306,10 @@ struct StageLoader {
 #pragma unroll
       for (int c = 0; c < kShiftClasses; ++c) shift[c] = (first + line_offset(c) * static_cast<int>(ld % E)) % E;
       ptr -= shift[0];  // the aligned 16 bytes at or below the chunk (of class 0's lines)
+      const int q = tid % 32, slot = q / kWarpLines, warp = tid / 32;
+      side_line = warp % 8 + 8 * (kWarpLines * (warp / 8) + q % kWarpLines) + line_offset(slot % kPerThread);
+      side_shift = q < kSideCopies ? shift[slot % kShiftClasses] : 0;
+      side_ptr = ptr + (side_line - line) * ld + (Tile::kLineElems - e) + (shift[0] - side_shift);
     }
   }
 
@@ -360,11 +376,6 @@ struct StageLoader {
           const T* window = kShiftClasses == 1 ? src : src + (shift[0] - s);
           const int in_first = inside(-s);
           ptx::cp_async_16_partial(dst, in_first > 0 ? window : base, in_first * static_cast<int>(sizeof(T)));
-          if (s != 0 && e == Tile::kLineElems - E) {
-            const int in_next = inside(E - s);
-            ptx::cp_async_16_partial(stage + side_offset(i), in_next > 0 ? window + E : base,
-                                     in_next * static_cast<int>(sizeof(T)));
-          }
         } else {
 #pragma unroll
           for (int v = 0; v < E; ++v) staged[i].v[v] = ok(v) ? src[v] : from_acc<T>(0.0f);
@@ -373,6 +384,16 @@ struct StageLoader {
     };
     if (line_left >= Tile::kLines && extent_left >= Tile::kLineElems) copy(std::false_type{});
     else copy(std::true_type{});
+    if constexpr (kWindowed) {
+      // The side window: elements [E - s, 2 E - s) from its line's last chunk.
+      if (side_shift != 0) {
+        const int64_t left = side_line < line_left ? extent_left - (Tile::kLineElems - side_shift) : 0;
+        const int in_side = static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
+        ptx::cp_async_16_partial(stage + kStageTiles * Tile::kElems + side_line * E, in_side > 0 ? side_ptr : base,
+                                 in_side * static_cast<int>(sizeof(T)));
+      }
+      side_ptr += kAlongK ? BK : BK * ld;
+    }
     ptr += kAlongK ? BK : BK * ld;
   }
 
@@ -381,21 +402,39 @@ struct StageLoader {
     return kStageTiles * Tile::kElems + (line + line_offset(i)) * E;
   }
 
-  // kWindowed: chunk i of this thread's tile, from its window chunk `first` (this thread's copy)
-  // and the next one (the next thread's copy, by shuffles of the words it needs; the line's last
-  // thread has it in its side slot): the window shifted down by kShift elements, by word moves
-  // and at most four funnel shifts. The whole warp calls it with the same kShift.
+  __device__ __forceinline__ uint4 chunk(const T* stage, int i) const {
+    return *reinterpret_cast<const uint4*>(stage + chunk_offset(i));
+  }
+
+  // kWindowed: the words of the next window that chunk i's shift by kShift elements takes in
+  // (kNextWords of them, none for aligned lines): the next lane's copy, or, for the line's last
+  // chunk, its side slot. Read from shared memory before the warp rewrites any chunk.
   template <int kShift>
-  __device__ __forceinline__ uint4 shifted(const T* stage, int i, const uint4& first) const {
-    constexpr int kBytes = kShift * static_cast<int>(sizeof(T)), kWords = kBytes / 4, kRem = kBytes % 4;
-    constexpr int kNextWords = kWords + (kRem != 0 ? 1 : 0);
-    uint32_t w[8] = {first.x, first.y, first.z, first.w, 0u, 0u, 0u, 0u};
-#pragma unroll
-    for (int j = 0; j < kNextWords; ++j) w[4 + j] = __shfl_down_sync(0xffffffffu, w[j], 1, kChunksPerLine);
-    if (e == Tile::kLineElems - E) {
-      const uint4 side = *reinterpret_cast<const uint4*>(stage + side_offset(i));
-      w[4] = side.x, w[5] = side.y, w[6] = side.z, w[7] = side.w;
+  static constexpr int kNextWords = (kShift * static_cast<int>(sizeof(T)) + 3) / 4;
+  struct Window {
+    uint4 first;  // this thread's copy
+    uint32_t next[4];
+  };
+  template <int kShift>
+  __device__ __forceinline__ Window window(const T* stage, int i) const {
+    Window v{chunk(stage, i), {0u, 0u, 0u, 0u}};
+    const T* next = e == Tile::kLineElems - E ? stage + side_offset(i) : stage + next_chunk_offset(i);
+    if constexpr (kNextWords<kShift> > 2) {
+      const uint4 w = *reinterpret_cast<const uint4*>(next);
+      v.next[0] = w.x, v.next[1] = w.y, v.next[2] = w.z, v.next[3] = w.w;
+    } else {
+      const uint2 w = *reinterpret_cast<const uint2*>(next);
+      v.next[0] = w.x, v.next[1] = w.y;
     }
+    return v;
+  }
+
+  // kWindowed: chunk i of this thread's tile from its window: shifted down by kShift elements,
+  // by word moves and at most four funnel shifts.
+  template <int kShift>
+  __device__ __forceinline__ static uint4 shifted(const Window& v) {
+    constexpr int kBytes = kShift * static_cast<int>(sizeof(T)), kWords = kBytes / 4, kRem = kBytes % 4;
+    const uint32_t w[8] = {v.first.x, v.first.y, v.first.z, v.first.w, v.next[0], v.next[1], v.next[2], v.next[3]};
     uint32_t r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -403,24 +442,32 @@ struct StageLoader {
     return make_uint4(r[0], r[1], r[2], r[3]);
   }
 
-  __device__ __forceinline__ uint4 chunk(const T* stage, int i) const {
-    return *reinterpret_cast<const uint4*>(stage + chunk_offset(i));
+  // kWindowed: where the chunk after chunk i of this thread lies in a stage (not past the line).
+  __device__ __forceinline__ int next_chunk_offset(int i) const {
+    if constexpr (kShiftClasses > 1 || kLineStep % 8 == 0) {
+      const int c = i % kShiftClasses;
+      return Tile::offset(line + line_offset(c), e + E) + Tile::offset(line_offset(i) - line_offset(c), 0);
+    } else {
+      return Tile::offset(line + line_offset(i), e + E);
+    }
   }
 
-  // Once this thread's copies of the tile in `stage` have landed (kWindowed): shifted in place,
-  // each class of chunks on the branch of its shift (aligned lines need nothing).
+  // Once the warp's copies of the tile in `stage` have landed (kWindowed; each thread waited for
+  // its own): shifted in place, each class of chunks on the branch of its shift (aligned lines
+  // need nothing). A chunk takes in words of the next lane's copy, which that lane rewrites: the
+  // warp reads a batch, meets, then writes it.
   __device__ __forceinline__ void finish(T* stage) const {
     if constexpr (kWindowed) {
+      __syncwarp();  // every lane's copies, landed for their own lanes, visible to the warp
 #pragma unroll
       for (int c = 0; c < kShiftClasses; ++c) {
         with_constant<E>(shift[c], [&](auto s) {
           constexpr int kShift = decltype(s)::value;
           if constexpr (kShift != 0) {
-            rewrite_in_batches<kPerThread / kShiftClasses, 8>(
-                [&](int j) { return chunk(stage, c + j * kShiftClasses); },
-                [&](int j, const uint4& v) {
-                  const int i = c + j * kShiftClasses;
-                  *reinterpret_cast<uint4*>(stage + chunk_offset(i)) = shifted<kShift>(stage, i, v);
+            rewrite_in_batches<kPerThread / kShiftClasses, 4, true>(
+                [&](int j) { return window<kShift>(stage, c + j * kShiftClasses); },
+                [&](int j, const Window& v) {
+                  *reinterpret_cast<uint4*>(stage + chunk_offset(c + j * kShiftClasses)) = shifted<kShift>(v);
                 });
           }
         });
