@@ -197,10 +197,17 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       if (line >= lines || e0 + e >= line_len) continue;
       const Out* src = &at(l, e);  // a whole 16-byte chunk
       Out* dst = c + line * line_len + e0 + e;
+      const uint4 chunk = *reinterpret_cast<const uint4*>(src);
       if (vec) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        *reinterpret_cast<uint4*>(dst) = chunk;
       } else {
-        for (int x = 0; x < kVec && e0 + e + x < line_len; ++x) dst[x] = src[x];
+        // A line without 16-byte alignment: the chunk read at once, stored element by element up
+        // to the line's end (a load per element cost the irregular rows' epilogue as much).
+        const int64_t left = line_len - (e0 + e);
+        const Out* const out = reinterpret_cast<const Out*>(&chunk);
+#pragma unroll
+        for (int x = 0; x < kVec; ++x)
+          if (x < left) dst[x] = out[x];
       }
     }
   } else {
