@@ -197,17 +197,22 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       if (line >= lines || e0 + e >= line_len) continue;
       const Out* src = &at(l, e);  // a whole 16-byte chunk
       Out* dst = c + line * line_len + e0 + e;
-      const uint4 chunk = *reinterpret_cast<const uint4*>(src);
       if (vec) {
-        *reinterpret_cast<uint4*>(dst) = chunk;
-      } else {
-        // A line without 16-byte alignment: the chunk read at once, stored element by element up
-        // to the line's end (a load per element cost the irregular rows' epilogue as much).
-        const int64_t left = line_len - (e0 + e);
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else if constexpr (sizeof(Out) == 4) {
+        // A float32 line without 16-byte alignment: the chunk read at once, stored element by
+        // element up to the line's end (TF32 irregular 1.25x -> 1.34x torch; bench/NOTES.md item 105).
+        const uint4 chunk = *reinterpret_cast<const uint4*>(src);
+        const int64_t rest = line_len - (e0 + e);
+        const int left = rest < kVec ? static_cast<int>(rest) : kVec;
         const Out* const out = reinterpret_cast<const Out*>(&chunk);
 #pragma unroll
         for (int x = 0; x < kVec; ++x)
           if (x < left) dst[x] = out[x];
+      } else {
+        // 16-bit lines: element loads and stores, which the compiler unrolls across chunks (a
+        // chunk read at once and eight predicated stores ran slower).
+        for (int x = 0; x < kVec && e0 + e + x < line_len; ++x) dst[x] = src[x];
       }
     }
   } else {
