@@ -181,7 +181,8 @@ struct StageLoader {
                 "cp.async copies 4 bytes or more");
   static constexpr bool kRegisterStaged = kMode == LoadMode::kStaged;
   static constexpr bool kWindowed = kMode == LoadMode::kWindowed;
-  static_assert(!kWindowed || kChunksPerLine <= 32, "windows: a line's threads within one warp (a shuffle)");
+  static_assert(!kWindowed || kChunksPerLine <= 32,
+                "windows: a line's threads within one warp (the shift pass reads the next lane's copy)");
 
   static constexpr int kWarps = kThreads / 32;
 
