@@ -456,7 +456,8 @@ struct StageLoader {
   // Once the warp's copies of the tile in `stage` have landed (kWindowed; each thread waited for
   // its own): shifted in place, each class of chunks on the branch of its shift (aligned lines
   // need nothing). A chunk takes in words of the next lane's copy, which that lane rewrites: the
-  // warp reads a batch, meets, then writes it.
+  // warp reads a batch, meets, then writes it. Batches of two chunks: with four, the two-block
+  // short-K tile (128 registers) spilled in its K loop (bench/NOTES.md item 106).
   __device__ __forceinline__ void finish(T* stage) const {
     if constexpr (kWindowed) {
       __syncwarp();  // every lane's copies, landed for their own lanes, visible to the warp
@@ -465,7 +466,7 @@ struct StageLoader {
         with_constant<E>(shift[c], [&](auto s) {
           constexpr int kShift = decltype(s)::value;
           if constexpr (kShift != 0) {
-            rewrite_in_batches<kPerThread / kShiftClasses, 4, true>(
+            rewrite_in_batches<kPerThread / kShiftClasses, 2, true>(
                 [&](int j) { return window<kShift>(stage, c + j * kShiftClasses); },
                 [&](int j, const Window& v) {
                   *reinterpret_cast<uint4*>(stage + chunk_offset(c + j * kShiftClasses)) = shifted<kShift>(v);
