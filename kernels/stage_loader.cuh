@@ -317,13 +317,14 @@ struct StageLoader {
   // Where chunk i of this thread goes in a stage. Both layouts permute chunks by line % 8 only,
   // so lines a multiple of 8 apart are one fixed stride apart (and the compiler need not redo the
   // swizzle for each): chunk i is at such a distance from chunk i % kShiftClasses where
-  // kShiftClasses > 1 or kLineStep is a multiple of 8.
-  __device__ __forceinline__ int chunk_offset(int i) const {
+  // kShiftClasses > 1 or kLineStep is a multiple of 8. de: elements further along the line (the
+  // next chunk, for kWindowed's pass).
+  __device__ __forceinline__ int chunk_offset(int i, int de = 0) const {
     if constexpr (kShiftClasses > 1 || kLineStep % 8 == 0) {
       const int c = i % kShiftClasses;
-      return Tile::offset(line + line_offset(c), e) + Tile::offset(line_offset(i) - line_offset(c), 0);
+      return Tile::offset(line + line_offset(c), e + de) + Tile::offset(line_offset(i) - line_offset(c), 0);
     } else {
-      return Tile::offset(line + line_offset(i), e);
+      return Tile::offset(line + line_offset(i), e + de);
     }
   }
 
@@ -390,7 +391,7 @@ struct StageLoader {
       if (side_shift != 0) {
         const int64_t left = side_line < line_left ? extent_left - (Tile::kLineElems - side_shift) : 0;
         const int in_side = static_cast<int>(left < E ? (left > 0 ? left : 0) : E);
-        ptx::cp_async_16_partial(stage + kStageTiles * Tile::kElems + side_line * E, in_side > 0 ? side_ptr : base,
+        ptx::cp_async_16_partial(stage + side_offset(side_line), in_side > 0 ? side_ptr : base,
                                  in_side * static_cast<int>(sizeof(T)));
       }
       side_ptr += kAlongK ? BK : BK * ld;
@@ -398,10 +399,8 @@ struct StageLoader {
     ptr += kAlongK ? BK : BK * ld;
   }
 
-  // kWindowed: the side slot of chunk i's line.
-  __device__ __forceinline__ int side_offset(int i) const {
-    return kStageTiles * Tile::kElems + (line + line_offset(i)) * E;
-  }
+  // kWindowed: the side slot of line l of the tile.
+  __device__ __forceinline__ static constexpr int side_offset(int l) { return kStageTiles * Tile::kElems + l * E; }
 
   __device__ __forceinline__ uint4 chunk(const T* stage, int i) const {
     return *reinterpret_cast<const uint4*>(stage + chunk_offset(i));
@@ -419,7 +418,7 @@ struct StageLoader {
   template <int kShift>
   __device__ __forceinline__ Window window(const T* stage, int i) const {
     Window v{chunk(stage, i), {0u, 0u, 0u, 0u}};
-    const T* next = e == Tile::kLineElems - E ? stage + side_offset(i) : stage + next_chunk_offset(i);
+    const T* next = e == Tile::kLineElems - E ? stage + side_offset(line + line_offset(i)) : stage + chunk_offset(i, E);
     if constexpr (kNextWords<kShift> > 2) {
       const uint4 w = *reinterpret_cast<const uint4*>(next);
       v.next[0] = w.x, v.next[1] = w.y, v.next[2] = w.z, v.next[3] = w.w;
@@ -441,16 +440,6 @@ struct StageLoader {
     for (int j = 0; j < 4; ++j)
       r[j] = kRem == 0 ? w[j + kWords] : __funnelshift_r(w[j + kWords], w[j + kWords + 1], 8 * kRem);
     return make_uint4(r[0], r[1], r[2], r[3]);
-  }
-
-  // kWindowed: where the chunk after chunk i of this thread lies in a stage (not past the line).
-  __device__ __forceinline__ int next_chunk_offset(int i) const {
-    if constexpr (kShiftClasses > 1 || kLineStep % 8 == 0) {
-      const int c = i % kShiftClasses;
-      return Tile::offset(line + line_offset(c), e + E) + Tile::offset(line_offset(i) - line_offset(c), 0);
-    } else {
-      return Tile::offset(line + line_offset(i), e + E);
-    }
   }
 
   // Once the warp's copies of the tile in `stage` have landed (kWindowed; each thread waited for
