@@ -189,30 +189,27 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
         return;
       }
     }
-    constexpr int kLineVecs = kLineLen / kVec;
     const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
-    for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
-      const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
-      const int64_t line = line0 + l;
-      if (line >= lines || e0 + e >= line_len) continue;
-      const Out* src = &at(l, e);  // a whole 16-byte chunk
-      Out* dst = c + line * line_len + e0 + e;
-      if (vec) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-      } else if constexpr (sizeof(Out) == 4) {
-        // A float32 line without 16-byte alignment: the chunk read at once, stored element by
-        // element up to the line's end (TF32 irregular 1.25x -> 1.34x torch; bench/NOTES.md item 105).
-        const uint4 chunk = *reinterpret_cast<const uint4*>(src);
-        const int64_t rest = line_len - (e0 + e);
-        const int left = rest < kVec ? static_cast<int>(rest) : kVec;
-        const Out* const out = reinterpret_cast<const Out*>(&chunk);
+    if (vec) {
+      constexpr int kLineVecs = kLineLen / kVec;
+      for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
+        const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
+        const int64_t line = line0 + l;
+        if (line >= lines || e0 + e >= line_len) continue;
+        *reinterpret_cast<uint4*>(c + line * line_len + e0 + e) = *reinterpret_cast<const uint4*>(&at(l, e));
+      }
+    } else {
+      // Lines without 16-byte alignment, element by element: each warp a line at a time, its
+      // lanes on consecutive outputs, so that a store instruction writes whole sectors (a thread
+      // per 16-byte chunk wrote one or two elements per 32-byte sector: 8x the ideal sectors for
+      // 16-bit outputs; bench/NOTES.md item 109).
+      static_assert(kThreads % 32 == 0 && kLineLen % 32 == 0, "whole warps along whole lines");
+      for (int l = tid / 32; l < kLines && line0 + l < lines; l += kThreads / 32) {
+        const int64_t rest = line_len - e0;  // the line's outputs inside the matrix, from e0
+        Out* const dst = c + (line0 + l) * line_len + e0;
 #pragma unroll
-        for (int x = 0; x < kVec; ++x)
-          if (x < left) dst[x] = out[x];
-      } else {
-        // 16-bit lines: element loads and stores, which the compiler unrolls across chunks (a
-        // chunk read at once and eight predicated stores ran slower).
-        for (int x = 0; x < kVec && e0 + e + x < line_len; ++x) dst[x] = src[x];
+        for (int e = lane; e < kLineLen; e += 32)
+          if (e < rest) dst[e] = at(l, e);
       }
     }
   } else {
