@@ -248,11 +248,14 @@ struct StageLoader {
   static constexpr int kShiftClasses = kWindowed && kWarps % 8 != 0 ? 8 / kWarps : 1;
   static_assert(!kWindowed || kWarps % 8 == 0 || (8 % kWarps == 0 && kPerThread % kShiftClasses == 0),
                 "windows: every warp's lines in whole residues mod 8");
+  // kWindowed: the first line of warp `warp`'s line q (of kWarpLines).
+  __device__ __forceinline__ static int window_line(int warp, int q) {
+    return warp % 8 + 8 * (kWarpLines * (warp / 8) + q);
+  }
   __device__ __forceinline__ static int first_line(int tid) {
     if constexpr (kWarpCopies) return copy_line(tid, kCopyLineStride);
     if constexpr (!kWindowed) return tid / kChunksPerLine;
-    const int warp = tid / 32, q = tid % 32 / kChunksPerLine;
-    return warp % 8 + 8 * (kWarpLines * (warp / 8) + q);
+    return window_line(tid / 32, tid % 32 / kChunksPerLine);
   }
   __host__ __device__ __forceinline__ static constexpr int line_offset(int i) {
     if constexpr (kShiftClasses > 1) return kWarps * (i % kShiftClasses) + 8 * kWarpLines * (i / kShiftClasses);
@@ -307,8 +310,8 @@ struct StageLoader {
 #pragma unroll
       for (int c = 0; c < kShiftClasses; ++c) shift[c] = (first + line_offset(c) * static_cast<int>(ld % E)) % E;
       ptr -= shift[0];  // the aligned 16 bytes at or below the chunk (of class 0's lines)
-      const int q = tid % 32, slot = q / kWarpLines, warp = tid / 32;
-      side_line = warp % 8 + 8 * (kWarpLines * (warp / 8) + q % kWarpLines) + line_offset(slot % kPerThread);
+      const int q = tid % 32, slot = q / kWarpLines;
+      side_line = window_line(tid / 32, q % kWarpLines) + line_offset(slot % kPerThread);
       side_shift = q < kSideCopies ? shift[slot % kShiftClasses] : 0;
       side_ptr = ptr + (side_line - line) * ld + (Tile::kLineElems - e) + (shift[0] - side_shift);
     }
