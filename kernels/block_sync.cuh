@@ -84,6 +84,14 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uin
                : "memory");
 }
 
+// Adds `bytes` to the transfers the current phase waits for, without arriving (a bulk copy issued
+// by one of the threads whose arrivals the phase counts).
+__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* barrier, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
 // Waits (acquire) until the phase of the given parity has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
   uint32_t done = 0;

@@ -199,7 +199,8 @@ struct ExactFloatFamily {
       if (runs_persistent<Tile>(device, args.c, args.m, args.n, args.k, args.batch * args.splits)) {
         const TensorMap map = make_output_map(args.c, args.n, args.m, args.batch * args.splits, Persistent::BM);
         const TensorMap b_map = make_operand_map(args.b, args.n, args.k, args.batch, args.ldb, args.batch_stride_b,
-                                                 Persistent::BN, Persistent::BK);
+                                                 Persistent::BN, Persistent::BK, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                                 CU_TENSOR_MAP_SWIZZLE_NONE);
         if (map.valid && b_map.valid) return launch_tile(Persistent{}, map, b_map);
       }
     }
@@ -322,7 +323,8 @@ struct WgmmaTileTable {  // fp16, bf16
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
 };
-// TF32: A from registers, B by cp.async. An MN-major B (A^T x B products only) also needs a ring
+// TF32: A from registers, B by cp.async or, K-major and aligned, by rounding bulk copies
+// (WgmmaFamily::kBulkB). An MN-major B (A^T x B products only) also needs a ring
 // of raw tiles: 128 x 256 then runs three stages (WgmmaFamily::LayoutTile; transA 0.94x torch
 // against 0.76x on 128 x 128 with four, H200, bench/NOTES.md item 100). Operands without 16-byte
 // alignment are copied element-wise by cp.async. Short K takes a persistent 128 x 128 tile:
@@ -412,14 +414,49 @@ struct WgmmaFamily {
       if constexpr (Tile::kPersistent)
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
-      launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut>, Tile,
-                       kSmem>(args, device.num_sms, stream, output_map);
+      auto launch_kernel = [&](auto bulk_b, const TensorMap& b_map) {
+        launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
+                                           decltype(bulk_b)::value>,
+                         Tile, kSmem>(args, device.num_sms, stream, output_map, b_map);
+      };
+      if constexpr (kBulkB<Tile, kVec, kBRowMajor>) {
+        const TensorMap b_map = make_b_map<Tile>(args.b, args.k, args.n, args.batch, args.ldb, args.batch_stride_b);
+        if (b_map.valid) return launch_kernel(std::true_type{}, b_map);
+      }
+      launch_kernel(std::false_type{}, TensorMap{});
     }
+  }
+  // TF32's K-major, 16-byte aligned B in the warp-specialized tiles comes by bulk tensor copies
+  // that round it to TF32 (Tf32BulkLoader), where the operand allows a tensor map (else by
+  // cp.async, rounded in shared memory). On an H200 against cp.async and the rounding pass:
+  // square 0.63x torch -> 0.91x, standard 0.62x -> 0.93x, x @ W^T 0.65-0.69x -> 0.92-0.96x
+  // (bench/NOTES.md item 112). Not the persistent short-K tile: smallK 0.96-0.97x -> 0.93-0.94x.
+  template <class Tile, bool kVec, bool kBRowMajor>
+  static constexpr bool kBulkB =
+      Tile::kSpecialized && !Tile::kPersistent && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  template <class Tile>
+  static TensorMap make_b_map(const void* b, int64_t k, int64_t n, int64_t batch, int64_t ldb, int64_t batch_stride) {
+    return make_operand_map(static_cast<const float*>(b), k, n, batch, ldb, batch_stride, Tile::BK, Tile::BN,
+                            CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+  // Whether problem p (as oriented) runs bulk B tiles on its layout's tile.
+  template <class Tile, bool kVec, bool kBRowMajor>
+  static bool runs_bulk_b(const GemmProblem& p) {
+    if constexpr (kBulkB<Tile, kVec, kBRowMajor>)
+      return make_b_map<Tile>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid;
+    return false;
   }
   template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits&) {
-    if (p.b.row_major) describe_layout<LayoutTile<TableTile, true, kVec>, kVec>(s, p);
-    else describe_layout<LayoutTile<TableTile, false, kVec>, kVec>(s, p);
+    if (p.b.row_major) {
+      describe_layout<LayoutTile<TableTile, true, kVec>, kVec>(s, p);
+    } else {
+      using Tile = LayoutTile<TableTile, false, kVec>;
+      describe_layout<Tile, kVec>(s, p);
+      if (runs_bulk_b<Tile, kVec, false>(p))
+        s << "; B's tiles by bulk tensor copies (TMA) through a TFLOAT32 tensor map, which rounds them to TF32 "
+             "on the way";
+    }
   }
   template <class Tile, bool kVec>
   static void describe_layout(std::ostream& s, const GemmProblem& p) {
@@ -462,7 +499,8 @@ struct WgmmaFamily {
                    : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
                      "B split in shared memory (an MN-major B copied raw, then split and transposed in shared memory)";
       return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
-                   "MN-major B copied raw and transposed in shared memory)"
+                   "MN-major B copied raw and transposed in shared memory) unless the tile says it comes by "
+                   "bulk tensor copies"
                  : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "
                    "rounded in shared memory (an MN-major B copied raw and transposed in shared memory)";
     }

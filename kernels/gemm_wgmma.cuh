@@ -16,7 +16,9 @@
 // (Swizzle128Tile); wgmma reads K-major or MN-major tiles itself, both from shared memory.
 //   TF32: wgmma reads TF32 from shared memory K-major only, and does not round it. So A comes
 // from registers: its raw float32 stage (mma.sync's layout, any orientation) is read as
-// fragments and rounded there; B's stage is K-major, rounded in place (tf32_stage_loader.cuh).
+// fragments and rounded there; B's stage is K-major, rounded in place (tf32_stage_loader.cuh), or,
+// aligned in the warp-specialized tiles, copied by the TMA through a TFLOAT32 tensor map, which
+// rounds it on the way (kBulkB).
 // The dispatcher runs row-major A x row-major B (whose B is MN-major) as C^T = B^T A^T, which
 // makes the shared-memory operand K-major; the result is then written column-major
 // (kTransposedOut).
@@ -90,6 +92,7 @@ struct WgmmaHalfInput {
   static constexpr int kStepK = 16, kPromoteTiles = 0;
   static constexpr bool kARegisters = false, kRecomputeNaN = false;
   static constexpr bool kBStagesKMajor = false;  // stages keep the source layout; wgmma transposes
+  static constexpr bool kRoundingBulkB = false;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<Half, BX, BK, kThreads, kAlongK, kMode, Swizzle128Tile>;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode, int /*kStages*/>
@@ -116,6 +119,9 @@ struct WgmmaTf32Input {
   static constexpr int kPromoteTiles = kSplit ? 1 : 0;
   static constexpr bool kARegisters = true, kRecomputeNaN = Math::kRecomputeNaN;
   static constexpr bool kBStagesKMajor = true;
+  // A K-major, aligned B may come by bulk copies that round it (Tf32BulkLoader; kBulkB in the
+  // kernel): TF32's one product, whose B tiles are the rounded values.
+  static constexpr bool kRoundingBulkB = !kSplit;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<float, BX, BK, kThreads, kAlongK, kMode>;  // raw, mma.sync's layout
   // An MN-major B is transposed through raw cp.async tiles, a ring of kStages - 1 of them (the
@@ -211,11 +217,14 @@ template <class Input, class Tile, bool kTransposedOut>
 constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, Tile> ? 64 : Tile::BM;
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
+// kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
+// TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
 // output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
-          bool kTransposedOut = false>
+          bool kTransposedOut = false, bool kBulkB = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map) {
+    gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map,
+                      const __grid_constant__ TensorMap b_map) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {
@@ -229,7 +238,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr bool kAKMajor = kARowMajor;
     constexpr bool kBKMajor = !kBRowMajor || Input::kBStagesKMajor;
     using ALoader = typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>;
-    using BLoader = typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>;
+    static_assert(!kBulkB || (Tile::kSpecialized && !kBRowMajor && kMode == LoadMode::kVector && Input::kRoundingBulkB),
+                  "bulk B tiles: TF32's K-major, aligned B in the warp-specialized pipeline");
+    using BLoader =
+        std::conditional_t<kBulkB, Tf32BulkLoader<BN, BK>,
+                           typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
     using AOperands = typename Input::template AOperands<kSteps>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
     static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged), "wgmma stages are filled by cp.async");
@@ -447,14 +460,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           // meet at named barrier 4, each from its own branch.
           if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
-          b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
+          if constexpr (kBulkB) {
+            const int64_t matrix = args.batch_stride_b == 0 ? 0 : w.z / args.splits;
+            b_loader.start(&b_map.map, w.n0, w.k_begin, matrix, load_tid);
+          } else {
+            b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
+          }
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
             const int s = static_cast<int>(i % kStages);
             // Copies into the B loader's ring (its slot's last tile was finished a step ago) go
             // before the wait for the stage, which only the stage's own copies need.
             constexpr bool kBRing = BLoader::kRingElems > 0;
-            auto fetch_b = [&] { b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK); };
+            auto fetch_b = [&] {
+              if constexpr (kBulkB) b_loader.fetch(b_stages + s * kBStageElems, full + s);
+              else b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK);
+            };
             if constexpr (kBRing) fetch_b();
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
             a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
@@ -475,8 +496,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
-          // With the producer: it may fill the stages again.
-          if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
+          // With the producer: it may fill the stages again (bulk copies write them through the
+          // async proxy, after the epilogue's stores).
+          if constexpr (kEpilogueOverStages) {
+            if constexpr (kBulkB) ptx::fence_shared_for_async_proxy();
+            sync::warps_anywhere<Tile::kThreads, 4>();
+          }
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;

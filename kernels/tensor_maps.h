@@ -1,4 +1,4 @@
-// Tensor maps for sm_90's bulk copies: a persistent kernel's output, and gemm_tiled's B.
+// Tensor maps for sm_90's bulk copies: a persistent kernel's output, and float32 operands' tiles.
 //
 // The output of a persistent kernel (gemm_wgmma, gemm_tiled) as a tensor map, for sm_90's bulk
 // tensor copies out of shared memory: elements along a line of the output (a row, or a column when it is written
@@ -73,13 +73,18 @@ TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
   return out;
 }
 
-// A row-major float32 operand of a persistent kernel (gemm_tiled loads B's tiles by bulk
-// copies): `matrices` matrices (one where the batch broadcasts it: batch_stride 0) of `lines`
-// lines of line_len elements, ld elements apart, as a tensor map of boxes of box_lines lines of
-// box_elems elements, unswizzled (a box lands as dense lines), zeros outside the tensor. Invalid
-// where the start or a stride is not a multiple of 16 bytes.
+// A float32 operand's matrices as a tensor map, for bulk tensor copies of its tiles: `matrices`
+// matrices (one where the batch broadcasts it: batch_stride 0) of `lines` lines of line_len
+// elements, ld elements apart; boxes of box_lines lines of box_elems elements, zeros outside the
+// tensor. `type` FLOAT32 copies the elements as they are; TFLOAT32 rounds each to nearest TF32
+// (ties to even, as cvt.rn.tf32.f32) on the way (bench/NOTES.md item 112). `swizzle` NONE lands a
+// box as dense lines; 128B in wgmma's 128-byte-swizzled layout (Swizzle128Tile, lines of 128
+// bytes). Invalid where the start or a stride is not a multiple of 16 bytes, or a coordinate
+// would pass 32 bits.
+//   Users: gemm_tiled's row-major B (FLOAT32, unswizzled), TF32 wgmma's K-major B (TFLOAT32, 128B).
 inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
-                                  int64_t batch_stride, int box_elems, int box_lines) {
+                                  int64_t batch_stride, int box_elems, int box_lines, CUtensorMapDataType type,
+                                  CUtensorMapSwizzle swizzle) {
   constexpr int64_t kSize = sizeof(float);
   TensorMap out{};
   if (batch_stride == 0) matrices = 1;
@@ -93,9 +98,8 @@ inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t line
   const cuuint64_t strides[2] = {cuuint64_t(ld * kSize), cuuint64_t(matrices == 1 ? 16 : batch_stride * kSize)};
   const cuuint32_t box[3] = {cuuint32_t(box_elems), cuuint32_t(box_lines), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
-  out.valid = encode(&out.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), dims, strides, box, unit,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  out.valid = encode(&out.map, type, 3, const_cast<float*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   return out;
 }
 

@@ -371,6 +371,48 @@ def test_tf32_rounds_each_input_to_nearest(monkeypatch, wgmma, layout, m, k, n):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
+BULK_B = "TFLOAT32 tensor map"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("tile", [0, 1])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tt"])
+@pytest.mark.parametrize("operand", ["batched", "broadcast", "padded"])
+def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
+    """TF32's warp-specialized tiles (the large and medium ones) take a K-major, 16-byte aligned B (the kernel's: A of a
+    row-major product, computed transposed) by bulk tensor copies through a TFLOAT32 tensor map,
+    which rounds each element to nearest TF32 on the way: the result is the float32 product of the
+    rounded inputs (a truncated B lands ~3e-4 away), with partial tiles along every dimension
+    (K = 264: eight tiles and a partial one), the matrices of a batch, one broadcast operand
+    (stride 0), lines further apart than K (a slice of a wider tensor), and K split into slices."""
+    batch = 3
+    a, b = operands(200, 264, 136, layout, torch.float32, "cuda", batch=(batch,))
+    if operand == "broadcast":  # both: the kernel's B is A (nn) or B (nt, tt)
+        a, b = a[:1].expand_as(a), b[:1].expand_as(b)
+    elif operand == "padded":
+        wide = lambda x: torch.randn(*x.shape[:-1], x.shape[-1] + 4, device="cuda")[..., : x.shape[-1]]
+        a = wide(a.mT).mT if layout[0] == "t" else wide(a)
+        b = wide(b.mT).mT if layout[1] == "t" else wide(b)
+    out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, 2), (batch, 200, 136),
+                      torch.float32, "cuda")
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_tf32_explain_names_bulk_b(layout):
+    """tiledmm.explain says when B's tiles come by the rounding bulk copies: every layout but
+    A^T x B (whose kernel B is MN-major, transposed by the producer), with 16-byte alignment."""
+    a, b = operands(2048, 1024, 2048, layout, torch.float32, "cuda")
+    assert (BULK_B in tiledmm.explain(a, b, precision="tf32")) == (layout != "tn")
+    a, b = operands(2048, 1023, 2048, layout, torch.float32, "cuda")
+    assert BULK_B not in tiledmm.explain(a, b, precision="tf32")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_large_odd_shape_every_dtype(dtype):
     a, b = operands(4097, 1031, 2053, "tt", dtype, "cuda")
