@@ -421,7 +421,7 @@ struct WgmmaFamily {
       };
       if constexpr (kBulkB<Tile, kVec, kBRowMajor>) {
         const TensorMap b_map = make_b_map<Tile>(args.b, args.k, args.n, args.batch, args.ldb, args.batch_stride_b);
-        if (b_map.valid) return launch_kernel(std::true_type{}, b_map);
+        if (b_map.valid && bulk_b_pays<Tile>(args.k)) return launch_kernel(std::true_type{}, b_map);
       }
       launch_kernel(std::false_type{}, TensorMap{});
     }
@@ -430,10 +430,15 @@ struct WgmmaFamily {
   // that round it to TF32 (Tf32BulkLoader), where the operand allows a tensor map (else by
   // cp.async, rounded in shared memory). On an H200 against cp.async and the rounding pass:
   // square 0.63x torch -> 0.91x, standard 0.62x -> 0.93x, x @ W^T 0.65-0.69x -> 0.92-0.96x
-  // (bench/NOTES.md item 112). Not the persistent short-K tile: smallK 0.96-0.97x -> 0.93-0.94x.
+  // (bench/NOTES.md item 112).
   template <class Tile, bool kVec, bool kBRowMajor>
-  static constexpr bool kBulkB =
-      Tile::kSpecialized && !Tile::kPersistent && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  static constexpr bool kBulkB = Tile::kSpecialized && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
+  // K = 128 0.79-0.85x -> 0.89x, but smallK (K = 64) 0.96-0.97x -> 0.93-0.94x (item 114).
+  template <class Tile>
+  static bool bulk_b_pays(int64_t k) {
+    return !Tile::kPersistent || k > 64;
+  }
   template <class Tile>
   static TensorMap make_b_map(const void* b, int64_t k, int64_t n, int64_t batch, int64_t ldb, int64_t batch_stride) {
     return make_operand_map(static_cast<const float*>(b), k, n, batch, ldb, batch_stride, Tile::BK, Tile::BN,
@@ -443,7 +448,7 @@ struct WgmmaFamily {
   template <class Tile, bool kVec, bool kBRowMajor>
   static bool runs_bulk_b(const GemmProblem& p) {
     if constexpr (kBulkB<Tile, kVec, kBRowMajor>)
-      return make_b_map<Tile>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid;
+      return make_b_map<Tile>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid && bulk_b_pays<Tile>(p.k);
     return false;
   }
   template <class TableTile, bool kVec>
@@ -464,7 +469,7 @@ struct WgmmaFamily {
       << Tile::kWarpGroups << " math warpgroup(s), each wgmma m64n" << Tile::BN << "k" << Input::kStepK
       << " over 64 rows, ";
     if constexpr (Tile::kSpecialized)
-      s << "warp-specialized (" << Tile::kProducers << " producer warpgroup(s) copy"
+      s << "warp-specialized (" << Tile::kProducers << " producer warpgroup(s) fill"
         << (sizeof(T) == 4 ? " and round" : "") << " the stages; mbarriers between the two roles), ";
     s << Tile::kStages << "-stage pipeline (" << smem_bytes<Tile, kVec>(p) / 1024
       << " KiB shared memory, 128-byte swizzle), " << Tile::kMinBlocks << " block(s) per SM";
@@ -498,9 +503,9 @@ struct WgmmaFamily {
                      "(an MN-major B copied raw, then split and transposed in shared memory)"
                    : "element-wise cp.async (no 16-byte alignment); A split into TF32 parts in registers, "
                      "B split in shared memory (an MN-major B copied raw, then split and transposed in shared memory)";
-      return vec ? "16-byte cp.async; A rounded to TF32 in registers, B rounded in shared memory (an "
-                   "MN-major B copied raw and transposed in shared memory) unless the tile says it comes by "
-                   "bulk tensor copies"
+      return vec ? "16-byte cp.async; A rounded to TF32 in registers; B rounded in shared memory (an "
+                   "MN-major B copied raw and transposed in shared memory), or by bulk tensor copies where the "
+                   "tile says so"
                  : "element-wise cp.async (no 16-byte alignment); A rounded to TF32 in registers, B "
                    "rounded in shared memory (an MN-major B copied raw and transposed in shared memory)";
     }

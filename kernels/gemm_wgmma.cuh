@@ -245,7 +245,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
     using AOperands = typename Input::template AOperands<kSteps>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
-    static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged), "wgmma stages are filled by cp.async");
+    static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
+                  "wgmma stages are filled by cp.async or bulk copies");
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory).
@@ -409,9 +410,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
     if constexpr (Tile::kSpecialized) {
       // Stage s is full once the producer's kLoadThreads threads have arrived on full[s] (copies
-      // landed, rounded, fenced for the tensor cores) and empty once the math threads have
-      // arrived on empty[s] (its wgmmas retired). Both sides count the tiles the block has put
-      // through the ring (`ring`): tile i is in stage i % kStages, in phase i / kStages.
+      // landed, rounded, fenced for the tensor cores) and, with bulk B, B's bulk copy has landed
+      // on it too; empty once the math threads have arrived on empty[s] (its wgmmas retired).
+      // Both sides count the tiles the block has put through the ring (`ring`): tile i is in
+      // stage i % kStages, in phase i / kStages.
       uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStageBytes);
       uint64_t* const empty = full + kStages;
       if (tid == 0) {
@@ -419,6 +421,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           sync::mbarrier_init(full + s, Tile::kLoadThreads);
           sync::mbarrier_init(empty + s, kMathThreads);
         }
+        if constexpr (kBulkB) sync::fence_mbarrier_init();  // bulk copies complete on full[]
       }
       __syncthreads();
       int64_t ring = 0;

@@ -88,14 +88,15 @@ struct Tf32BulkLoader {
   static constexpr int kStageTiles = 1, kStageElems = Tile::kElems, kRingElems = 0;
 
   const CUtensorMap* map = nullptr;
-  int x0 = 0, k = 0, matrix = 0;  // the next tile's coordinates in the map
-  bool issuer = false;            // this thread issues the copies
+  int x0 = 0, matrix = 0;  // the next tile's coordinates in the map (the map holds them in 32 bits) ...
+  int64_t k = 0;           // ... and k, which passes the map's end after the last tile
+  bool issuer = false;     // this thread issues the copies
 
   // matrix: the operand's matrix in the map (0 where the batch broadcasts it).
   __device__ __forceinline__ void start(const CUtensorMap* map_, int64_t x0_, int64_t k0, int64_t matrix_, int tid) {
     map = map_;
     x0 = static_cast<int>(x0_);
-    k = static_cast<int>(k0);
+    k = k0;
     matrix = static_cast<int>(matrix_);
     issuer = tid == 0;
   }
@@ -103,7 +104,7 @@ struct Tf32BulkLoader {
   __device__ __forceinline__ void fetch(float* stage, uint64_t* full) {
     if (issuer) {
       sync::mbarrier_expect_tx(full, Tile::kElems * sizeof(float));
-      ptx::bulk_tensor_load(map, stage, full, k, x0, matrix);
+      ptx::bulk_tensor_load(map, stage, full, static_cast<int>(k), x0, matrix);
     }
     k += BK;
   }

@@ -376,17 +376,18 @@ BULK_B = "TFLOAT32 tensor map"
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
-@pytest.mark.parametrize("tile", [0, 1])
+@pytest.mark.parametrize("tile", [0, 1, 2])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tt"])
 @pytest.mark.parametrize("operand", ["batched", "broadcast", "padded"])
 def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
-    """TF32's warp-specialized tiles (the large and medium ones) take a K-major, 16-byte aligned B (the kernel's: A of a
+    """TF32's warp-specialized tiles (the persistent short-K one past K = 64) take a K-major, 16-byte aligned B (the kernel's: A of a
     row-major product, computed transposed) by bulk tensor copies through a TFLOAT32 tensor map,
     which rounds each element to nearest TF32 on the way: the result is the float32 product of the
     rounded inputs (a truncated B lands ~3e-4 away), with partial tiles along every dimension
-    (K = 264: eight tiles and a partial one), the matrices of a batch, one broadcast operand
-    (stride 0), lines further apart than K (a slice of a wider tensor), and K split into slices."""
+    (K = 264: eight tiles and a partial one), the matrices of a batch, broadcast operands
+    (stride 0), lines further apart than K (a slice of a wider tensor), and K split into slices.
+    (test_tf32_explain_names_bulk_b checks that such operands get a tensor map.)"""
     batch = 3
     a, b = operands(200, 264, 136, layout, torch.float32, "cuda", batch=(batch,))
     if operand == "broadcast":  # both: the kernel's B is A (nn) or B (nt, tt)
@@ -404,13 +405,25 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_tf32_explain_names_bulk_b(layout):
+@pytest.mark.parametrize("operand", ["single", "batched", "broadcast", "padded"])
+def test_tf32_explain_names_bulk_b(layout, operand):
     """tiledmm.explain says when B's tiles come by the rounding bulk copies: every layout but
-    A^T x B (whose kernel B is MN-major, transposed by the producer), with 16-byte alignment."""
-    a, b = operands(2048, 1024, 2048, layout, torch.float32, "cuda")
-    assert (BULK_B in tiledmm.explain(a, b, precision="tf32")) == (layout != "tn")
-    a, b = operands(2048, 1023, 2048, layout, torch.float32, "cuda")
-    assert BULK_B not in tiledmm.explain(a, b, precision="tf32")
+    A^T x B (whose kernel B is MN-major, transposed by the producer), with 16-byte alignment, on
+    the large and medium tiles and on the short-K tile past K = 64; for the operands of
+    test_tf32_bulk_b_tiles_round_to_nearest (whose tensor maps then are valid)."""
+    batch = () if operand == "single" else (3,)
+    # 2048 x 1024 x 2048: the medium tile; 6144 x 1024 x 6144: the large one; 128, 64: the short-K one
+    for m, k, bulk in [(2048, 1024, True), (6144, 1024, True), (2048, 128, True), (2048, 64, False),
+                       (2048, 1023, False)]:
+        a, b = operands(m, k, m, layout, torch.float32, "cuda", batch=batch)
+        if operand == "broadcast":
+            a, b = a[:1].expand_as(a), b[:1].expand_as(b)
+        elif operand == "padded":
+            wide = lambda x: torch.empty(*x.shape[:-1], x.shape[-1] + 4, device="cuda")[..., : x.shape[-1]]
+            a = wide(a.mT).mT if layout[0] == "t" else wide(a)
+            b = wide(b.mT).mT if layout[1] == "t" else wide(b)
+        text = tiledmm.explain(a, b, precision="tf32")
+        assert (BULK_B in text) == (bulk and layout != "tn"), (m, k, text)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
