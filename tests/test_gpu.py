@@ -402,6 +402,35 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
+def _unusual_stride_operands(case):
+    """Operands whose kernel B (K-major) has strides a plain 3-d tensor does not."""
+    randn = lambda *shape: torch.randn(*shape, device="cuda")
+    if case == "interleaved-a":  # A's matrices k apart, its rows batch * k apart
+        return randn(2048, 3, 1024).permute(1, 0, 2), randn(3, 1024, 2048)
+    if case == "interleaved-w":  # x @ W^T with W's matrices interleaved
+        return randn(3, 2048, 1024), randn(2048, 3, 1024).permute(1, 0, 2).mT
+    if case == "rows-broadcast":  # every row of A the same (stride 0)
+        return randn(1, 1024).expand(2048, 1024), randn(1024, 2048)
+    if case == "columns-broadcast":  # every column of B the same (stride 0)
+        return randn(2048, 1024), randn(1, 1024).expand(2048, 1024).mT
+    return randn(2, 3, 1536, 1024), randn(3, 2, 512, 1024).permute(1, 0, 3, 2)  # 4-d, B a permuted view
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("case", ["interleaved-a", "interleaved-w", "rows-broadcast", "columns-broadcast", "4d-permuted"])
+def test_tf32_bulk_b_unusual_strides(case):
+    """The rounding bulk copies read B through its strides whatever they are (a tensor map's line
+    and matrix strides are free multiples of 16 bytes, zero included): matrices closer together
+    than a matrix's size, lines broadcast with stride 0, a permuted 4-d view."""
+    a, b = _unusual_stride_operands(case)
+    assert BULK_B in tiledmm.explain(a, b, precision="tf32")
+    shape = (*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), shape, torch.float32, "cuda")
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("layout", LAYOUTS)
