@@ -374,6 +374,18 @@ def test_tf32_rounds_each_input_to_nearest(monkeypatch, wgmma, layout, m, k, n):
 BULK_B = "TFLOAT32 tensor map"
 
 
+def _bulk_b_operand_variant(a, b, layout, operand):
+    """Batched operands as they are ("batched", "single"), both broadcast along the batch (stride
+    0: the kernel's B is A in nn, B in nt and tt), or fresh ones whose lines are 4 elements
+    longer than the matrix's (a slice of a wider tensor: 16-byte aligned, ld > extent)."""
+    if operand == "broadcast":
+        return a[:1].expand_as(a), b[:1].expand_as(b)
+    if operand == "padded":
+        wide = lambda x: torch.randn(*x.shape[:-1], x.shape[-1] + 4, device="cuda")[..., : x.shape[-1]]
+        return (wide(a.mT).mT if layout[0] == "t" else wide(a)), (wide(b.mT).mT if layout[1] == "t" else wide(b))
+    return a, b
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("tile", [0, 1, 2])
@@ -390,12 +402,7 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
     (test_tf32_explain_names_bulk_b checks that such operands get a tensor map.)"""
     batch = 3
     a, b = operands(200, 264, 136, layout, torch.float32, "cuda", batch=(batch,))
-    if operand == "broadcast":  # both: the kernel's B is A (nn) or B (nt, tt)
-        a, b = a[:1].expand_as(a), b[:1].expand_as(b)
-    elif operand == "padded":
-        wide = lambda x: torch.randn(*x.shape[:-1], x.shape[-1] + 4, device="cuda")[..., : x.shape[-1]]
-        a = wide(a.mT).mT if layout[0] == "t" else wide(a)
-        b = wide(b.mT).mT if layout[1] == "t" else wide(b)
+    a, b = _bulk_b_operand_variant(a, b, layout, operand)
     out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, 2), (batch, 200, 136),
                       torch.float32, "cuda")
     exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
@@ -445,12 +452,7 @@ def test_tf32_explain_names_bulk_b(layout, operand):
     for m, k, bulk in [(2048, 1024, True), (6144, 1024, True), (2048, 128, True), (2048, 64, False),
                        (2048, 1023, False)]:
         a, b = operands(m, k, m, layout, torch.float32, "cuda", batch=batch)
-        if operand == "broadcast":
-            a, b = a[:1].expand_as(a), b[:1].expand_as(b)
-        elif operand == "padded":
-            wide = lambda x: torch.empty(*x.shape[:-1], x.shape[-1] + 4, device="cuda")[..., : x.shape[-1]]
-            a = wide(a.mT).mT if layout[0] == "t" else wide(a)
-            b = wide(b.mT).mT if layout[1] == "t" else wide(b)
+        a, b = _bulk_b_operand_variant(a, b, layout, operand)
         text = tiledmm.explain(a, b, precision="tf32")
         assert (BULK_B in text) == (bulk and layout != "tn"), (m, k, text)
 
