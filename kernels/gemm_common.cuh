@@ -45,6 +45,13 @@ struct WorkItem {
   const T* b;
 };
 
+// B's matrix of work item w in a tensor map of B (make_operand_map: one matrix where the batch
+// broadcasts B). The 64-bit division is skipped without K slices (items cost it every time).
+template <typename T, typename Out>
+__device__ __forceinline__ int64_t b_map_matrix(const GemmArgs<T, Out>& args, const WorkItem<T>& w) {
+  return args.batch_stride_b == 0 ? 0 : args.splits == 1 ? w.z : w.z / args.splits;
+}
+
 // Work item (z, row tile mt, column tile nt): z = matrix * splits + slice is the (matrix of the
 // batch, slice of K) pair.
 template <int BM, int BN, int BK, typename T, typename Out>

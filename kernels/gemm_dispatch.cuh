@@ -420,8 +420,9 @@ struct WgmmaFamily {
                          Tile, kSmem>(args, device.num_sms, stream, output_map, b_map);
       };
       if constexpr (kBulkB<Tile, kVec, kBRowMajor>) {
-        const TensorMap b_map = make_b_map<Tile>(args.b, args.k, args.n, args.batch, args.ldb, args.batch_stride_b);
-        if (b_map.valid && bulk_b_pays<Tile>(args.k)) return launch_kernel(std::true_type{}, b_map);
+        const TensorMap b_map =
+            bulk_b_map<Tile, kVec, kBRowMajor>(args.b, args.k, args.n, args.batch, args.ldb, args.batch_stride_b);
+        if (b_map.valid) return launch_kernel(std::true_type{}, b_map);
       }
       launch_kernel(std::false_type{}, TensorMap{});
     }
@@ -433,23 +434,14 @@ struct WgmmaFamily {
   // (bench/NOTES.md item 112).
   template <class Tile, bool kVec, bool kBRowMajor>
   static constexpr bool kBulkB = Tile::kSpecialized && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
   // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
   // K = 128 0.79-0.85x -> 0.89x, but smallK (K = 64) 0.96-0.97x -> 0.93-0.94x (item 114).
-  template <class Tile>
-  static bool bulk_b_pays(int64_t k) {
-    return !Tile::kPersistent || k > 64;
-  }
-  template <class Tile>
-  static TensorMap make_b_map(const void* b, int64_t k, int64_t n, int64_t batch, int64_t ldb, int64_t batch_stride) {
+  template <class Tile, bool kVec, bool kBRowMajor>
+  static TensorMap bulk_b_map(const void* b, int64_t k, int64_t n, int64_t batch, int64_t ldb, int64_t batch_stride) {
+    if (!kBulkB<Tile, kVec, kBRowMajor> || (Tile::kPersistent && k <= 64)) return TensorMap{};
     return make_operand_map(static_cast<const float*>(b), k, n, batch, ldb, batch_stride, Tile::BK, Tile::BN,
                             CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_128B);
-  }
-  // Whether problem p (as oriented) runs bulk B tiles on its layout's tile.
-  template <class Tile, bool kVec, bool kBRowMajor>
-  static bool runs_bulk_b(const GemmProblem& p) {
-    if constexpr (kBulkB<Tile, kVec, kBRowMajor>)
-      return make_b_map<Tile>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid && bulk_b_pays<Tile>(p.k);
-    return false;
   }
   template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits&) {
@@ -458,7 +450,7 @@ struct WgmmaFamily {
     } else {
       using Tile = LayoutTile<TableTile, false, kVec>;
       describe_layout<Tile, kVec>(s, p);
-      if (runs_bulk_b<Tile, kVec, false>(p))
+      if (bulk_b_map<Tile, kVec, false>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid)
         s << "; B's tiles by bulk tensor copies (TMA) through a TFLOAT32 tensor map, which rounds them to TF32 "
              "on the way";
     }

@@ -464,8 +464,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
           if constexpr (kBulkB) {
-            const int64_t matrix = args.batch_stride_b == 0 ? 0 : w.z / args.splits;
-            b_loader.start(&b_map.map, w.n0, w.k_begin, matrix, load_tid);
+            b_loader.start(&b_map.map, w.n0, w.k_begin, b_map_matrix(args, w), load_tid);
           } else {
             b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
           }

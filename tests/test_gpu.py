@@ -393,10 +393,10 @@ def _bulk_b_operand_variant(a, b, layout, operand):
 @pytest.mark.parametrize("layout", ["nn", "nt", "tt"])
 @pytest.mark.parametrize("operand", ["batched", "broadcast", "padded"])
 def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
-    """TF32's warp-specialized tiles (the persistent short-K one past K = 64) take a K-major, 16-byte aligned B (the kernel's: A of a
-    row-major product, computed transposed) by bulk tensor copies through a TFLOAT32 tensor map,
-    which rounds each element to nearest TF32 on the way: the result is the float32 product of the
-    rounded inputs (a truncated B lands ~3e-4 away), with partial tiles along every dimension
+    """TF32's warp-specialized tiles (the persistent short-K one past K = 64) take a K-major,
+    16-byte aligned B (the kernel's: A of a row-major product, computed transposed) by bulk tensor
+    copies through a TFLOAT32 tensor map, which rounds each element to nearest TF32 on the way: the
+    result is the float32 product of the rounded inputs (a truncated B lands ~3e-4 away), with partial tiles along every dimension
     (K = 264: eight tiles and a partial one), the matrices of a batch, broadcast operands
     (stride 0), lines further apart than K (a slice of a wider tensor), and K split into slices.
     (test_tf32_explain_names_bulk_b checks that such operands get a tensor map.)"""
