@@ -393,9 +393,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       };
       if constexpr (Input::kRecomputeNaN) {
         static_assert(kStagedEpilogue, "NaN outputs are recomputed in the staged tile");
-        bool has_nan = false;
+        // One test of the outputs' sum rather than one per output (a chain of 64 dependent predicate
+        // updates a tile, 5% of 'highest' smallK's stall samples, bench/NOTES.md item 117): a NaN
+        // output makes the sum NaN. Outputs of +inf and -inf make it NaN as well; the repair then
+        // finds no NaN to recompute.
+        constexpr int kChains = 8;
+        static_assert(BN / 2 % kChains == 0, "whole chains");
+        float partial[kChains];
 #pragma unroll
-        for (int r = 0; r < BN / 2; ++r) has_nan |= isnan(result[r]);
+        for (int q = 0; q < kChains; ++q) partial[q] = result[q];
+#pragma unroll
+        for (int r = kChains; r < BN / 2; ++r) partial[r % kChains] += result[r];
+#pragma unroll
+        for (int width = kChains / 2; width > 0; width /= 2)
+#pragma unroll
+          for (int q = 0; q < width; ++q) partial[q] += partial[q + width];
+        const bool has_nan = isnan(partial[0]);
         auto exact = [&](int64_t row, int64_t col) {
           return exact_dot<kARowMajor, kBRowMajor>(w.a, args.lda, w.b, args.ldb, row, col, w.k_begin,
                                                    w.k_begin + w.k_len);
