@@ -45,11 +45,13 @@ struct WorkItem {
   const T* b;
 };
 
-// B's matrix of work item w in a tensor map of B (make_operand_map: one matrix where the batch
-// broadcasts B). The 64-bit division is skipped without K slices (items cost it every time).
+// The matrix of work item w in a tensor map of an operand whose matrices are batch_stride apart
+// (make_operand_map: one matrix where the batch broadcasts it). The 64-bit division is skipped
+// without K slices (items cost it every time).
 template <typename T, typename Out>
-__device__ __forceinline__ int64_t b_map_matrix(const GemmArgs<T, Out>& args, const WorkItem<T>& w) {
-  return args.batch_stride_b == 0 ? 0 : args.splits == 1 ? w.z : w.z / args.splits;
+__device__ __forceinline__ int64_t map_matrix(int64_t batch_stride, const GemmArgs<T, Out>& args,
+                                              const WorkItem<T>& w) {
+  return batch_stride == 0 ? 0 : args.splits == 1 ? w.z : w.z / args.splits;
 }
 
 // Work item (z, row tile mt, column tile nt): z = matrix * splits + slice is the (matrix of the
@@ -123,12 +125,15 @@ struct PersistentWalk {
 //   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles
 // (PersistentWalk), so that a block's next tile can start while its last one's output is still
 // being written.
-template <int BM, int BN, int BK, bool kPersistent = false, typename T, typename Out, typename Body>
+template <int BM, int BN, int BK, bool kPersistent = false, bool kEveryRowTile = false, typename T, typename Out,
+          typename Body>
 __device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
   if constexpr (kPersistent) {
     for (PersistentWalk<BM, BN, BK> walk(args); walk.valid(); walk.advance()) body(walk.item(args));
   } else {
-    const int64_t m_tiles = (args.m + BM - 1) / BM;
+    // kEveryRowTile: blocks whose row tile is past the matrix (a grid rounded up to whole clusters)
+    // run it too, for the copies they share with the others.
+    const int64_t m_tiles = kEveryRowTile ? gridDim.y : (args.m + BM - 1) / BM;
     for (int64_t z = blockIdx.z; z < args.batch * args.splits; z += gridDim.z)
       for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y)
         body(work_item<BM, BN, BK>(args, z, z / args.splits, z % args.splits, mt, blockIdx.x));

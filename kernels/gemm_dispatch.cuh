@@ -112,7 +112,9 @@ dim3 launch_grid(const GemmArgs<T, Out>& args, int num_sms) {
 
 // Launches the kernel of a tile with kSmem bytes of dynamic shared memory (above 48 KiB a kernel
 // must opt in, once per device), passing it args and the kernel's further arguments, if any.
-template <auto kKernel, class Tile, int kSmem, typename Args, typename... More>
+// kClusterRows > 1: clusters of that many blocks along the grid's rows of tiles, rounded up to
+// whole clusters (the caller checks that they fit the grid's 65535).
+template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
 void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
   static std::atomic<uint64_t> opted_in{0};
   int device = 0;
@@ -122,7 +124,24 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
     STD_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     opted_in.fetch_or(bit);
   }
-  kKernel<<<launch_grid<Tile>(args, num_sms), Tile::kThreads, kSmem, stream>>>(args, more...);
+  const dim3 grid = launch_grid<Tile>(args, num_sms);
+  if constexpr (kClusterRows > 1) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid.x, (grid.y + kClusterRows - 1) / kClusterRows * kClusterRows, grid.z);
+    config.blockDim = dim3(Tile::kThreads);
+    config.dynamicSmemBytes = kSmem;
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = kClusterRows;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args, more...));
+  } else {
+    kKernel<<<grid, Tile::kThreads, kSmem, stream>>>(args, more...);
+  }
 }
 
 // Exact float32 on the CUDA cores (gemm_tiled). Tiles from sweeps on an H100 (bench/NOTES.md
@@ -414,6 +433,20 @@ struct WgmmaFamily {
       if constexpr (Tile::kPersistent)
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
+      if constexpr (kClassBoxes<Tile, kVec, kARowMajor, kBRowMajor, kTransposedOut>) {
+        // Clusters of two blocks along the rows of tiles (ResidueClassLoader), which the grid's
+        // 65535 rows must hold.
+        if (args.splits == 1 && (args.m + Tile::BM - 1) / Tile::BM < 65535) {
+          const ResidueClassMaps maps = class_maps<Tile>(args.a, args.lda, args.batch_stride_a, args.b, args.ldb,
+                                                         args.batch_stride_b, args.batch, args.m, args.n, args.k);
+          constexpr int kClassSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, true>();
+          static_assert(kClassSmem <= kHopperMaxSmem, "residue-class stages fit the shared memory");
+          if (maps.valid)
+            return launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
+                                                      false, true>,
+                                    Tile, kClassSmem, kClassClusterBlocks>(args, device.num_sms, stream, output_map, maps);
+        }
+      }
       auto launch_kernel = [&](auto bulk_b, const TensorMap& b_map) {
         launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
                                            decltype(bulk_b)::value>,
@@ -434,6 +467,18 @@ struct WgmmaFamily {
   // (bench/NOTES.md item 112).
   template <class Tile, bool kVec, bool kBRowMajor>
   static constexpr bool kBulkB = Tile::kSpecialized && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  // TF32's C^T products (row-major A x row-major B) without 16-byte alignment on the large tile:
+  // both operands by bulk tensor copies of their lines' residue classes (ResidueClassLoader),
+  // where K is not split and the maps fit; else element-wise cp.async and the rounding pass.
+  template <class Tile, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
+  static constexpr bool kClassBoxes = Input::kRoundingBulkB && !kVec && !kARowMajor && !kBRowMajor &&
+                                      kTransposedOut && Tile::kSpecialized && !Tile::kPersistent && Tile::BN == 256;
+  template <class Tile>
+  static ResidueClassMaps class_maps(const void* a, int64_t lda, int64_t batch_stride_a, const void* b, int64_t ldb,
+                                     int64_t batch_stride_b, int64_t batch, int64_t m, int64_t n, int64_t k) {
+    return make_residue_class_maps(static_cast<const float*>(a), lda, batch_stride_a, static_cast<const float*>(b),
+                                   ldb, batch_stride_b, batch, m, n, k, Tile::BM, Tile::BN, Tile::BK);
+  }
   // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
   // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
   // K = 128 0.79-0.85x -> 0.89x, but smallK (K = 64) 0.96-0.97x -> 0.93-0.94x (item 114).
@@ -450,6 +495,16 @@ struct WgmmaFamily {
     } else {
       using Tile = LayoutTile<TableTile, false, kVec>;
       describe_layout<Tile, kVec>(s, p);
+      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed &&
+          class_maps<Tile>(p.a.data, p.a.ld, p.a.batch_stride, p.b.data, p.b.ld, p.b.batch_stride, p.batch, p.m, p.n,
+                           p.k)
+              .valid)
+        s << "; where K is not split, both operands' tiles by bulk tensor copies (TMA) of their lines' four residue "
+             "classes (lines 4 apart share their misalignment) through TFLOAT32 tensor maps, which round them on "
+             "the way: B's lines permuted by class, four sets of A fragments shifted in k, four m64n"
+          << Tile::BN / 4
+          << "k8 wgmmas per k step; clusters of two blocks whose tiles share B's lines, each block copying half of "
+             "B's classes into both (multicast)";
       if (bulk_b_map<Tile, kVec, false>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid)
         s << "; B's tiles by bulk tensor copies (TMA) through a TFLOAT32 tensor map, which rounds them to TF32 "
              "on the way";

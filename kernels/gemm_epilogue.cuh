@@ -12,13 +12,24 @@
 
 namespace tiledmm {
 
-// The row of an instruction tile that fragment row g + 8 half (g = lane / 4) holds: that, or with
-// kPairedRows (register-A wgmma from an A stage contiguous along m, whose accumulator rows follow
-// A's fragment rows) 2 g + half, so that a thread's two rows are adjacent: one 8-byte load of the
-// A stage (load_a), one 8-byte store of a column-major output tile.
-template <bool kPairedRows>
-__host__ __device__ __forceinline__ constexpr int fragment_row(int g, int half) {
-  return kPairedRows ? 2 * g + half : g + 8 * half;
+// Which rows of the tile a warp's m16 fragment rows g + 8 half (g = lane / 4) hold. Register-A
+// wgmma's accumulator rows follow A's fragment rows, which its kernel may order as it reads A best.
+enum class FragmentRows : int {
+  kPlain,   // g + 8 half of the warp's 16 rows
+  kPaired,  // 2 g + half: a thread's two rows adjacent (an A stage contiguous along m: one 8-byte
+            // load, load_a; one 8-byte store of a column-major output tile)
+  kSpread,  // paired, but the pairs of a warpgroup's four warps interleaved: warp w's pair g at rows
+            // 32 (w / 2) + 4 g + 2 (w % 2) of the group's 64, so that a warp's pairs are 4 rows apart
+            // (ResidueClassLoader: a warp's 32-bit loads from four lines of A in distinct banks)
+};
+// The row that fragment row (g, half) of the warp whose first row would be row0 (kPlain's: a
+// multiple of 16; the group's 64 rows start at a multiple of 64) holds.
+template <FragmentRows kRows>
+__host__ __device__ __forceinline__ constexpr int fragment_row(int row0, int g, int half) {
+  if constexpr (kRows == FragmentRows::kPlain) return row0 + g + 8 * half;
+  if constexpr (kRows == FragmentRows::kPaired) return row0 + 2 * g + half;
+  const int w = row0 / 16 % 4;
+  return row0 - 16 * w + 32 * (w / 2) + 4 * g + 2 * (w % 2) + half;
 }
 
 // Row padding of the staged tile: one 16-byte chunk, so that the rows start in different banks.
@@ -92,9 +103,16 @@ struct GroupWriters {
   }
 };
 
-// value(i, j, half, e): the accumulator of row fragment_row<kPairedRows>(g, half) (g + 8 half, or
-// 2 g + half), column 2 t4 + e of tile (i, j).
-// c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile.
+// The output lines of a tile in the order its staged lines hold them: the same (SameLines), or
+// permuted (ResidueClassLoader::Lines). line_of(l): the tile-relative output line of staged line l.
+struct SameLines {
+  __device__ __forceinline__ int operator()(int l) const { return l; }
+};
+
+// value(i, j, half, e): the accumulator of row fragment_row<kRows>(warp_m + 16 i, g, half), column
+// 2 t4 + e of tile (i, j).
+// c: the m x n output, row-major (or column-major: kColumnMajor); (m0, n0): the block's tile; its
+// staged lines go to the output's lines line_of says (kStaged, without bulk copies).
 // kStaged: through shared memory at smem, so that global memory sees whole 16-byte segments of
 // its lines (rows, or columns); otherwise straight from the registers (pairs of adjacent outputs
 // in one store where the layout allows). The kThreads threads calling it (the block's, or its
@@ -108,16 +126,19 @@ struct GroupWriters {
 // without waiting for them; a call waits until the copies of the tile kBulkBuffers calls before
 // it have read its buffer, and the block must call finish_bulk_output() before it exits.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
-          int kBulkBuffers = 0, bool kPairedRows = false, typename Out, typename Value, typename Repair = NoRepair,
-          typename Writers = BlockWriters>
+          int kBulkBuffers = 0, FragmentRows kRows = FragmentRows::kPlain, typename Out, typename Value, typename Repair = NoRepair,
+          typename Writers = BlockWriters, typename LineOf = SameLines>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
                                                   unsigned char* smem, const Repair& repair = {},
                                                   const void* map = nullptr, int64_t z = 0,
-                                                  const Writers& writers = {}) {
+                                                  const Writers& writers = {}, const LineOf& line_of = {}) {
   constexpr bool kRepairs = !std::is_same_v<Repair, NoRepair>;
   constexpr bool kBulk = kBulkBuffers > 0;
+  constexpr bool kSameLines = std::is_same_v<LineOf, SameLines>;
+  constexpr bool kPairedRows = kRows != FragmentRows::kPlain;  // half 1 is the row after half 0
   static_assert(kStaged || !(kBulk || kRepairs), "bulk copies and repairs work on the staged tile");
+  static_assert(kSameLines || (kStaged && !kBulk), "permuted lines: a staged tile written by the threads");
   const int tid = writers.rank(), lane = tid % 32, g = lane / 4, t4 = lane % 4;
   // Lines of the output in memory: rows of n outputs, or columns of m.
   const int64_t line_len = kColumnMajor ? m : n;
@@ -144,7 +165,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = warp_m + i * 16 + fragment_row<kPairedRows>(g, half);
+        const int r = fragment_row<kRows>(warp_m + i * 16, g, half);
         if constexpr (kColumnMajor) {
           // Column (line) col + 8 j is 8 j lines after col, in the same box and swizzle phase: one
           // address per (i, half, e) and constant offsets (computed per j, the swizzled addresses
@@ -175,7 +196,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
         for (int i = tid; i < kLines * kLineLen; i += kThreads) {
           const int l = i / kLineLen, e = i % kLineLen;
           Out& out = at(l, e);
-          const int64_t line = line0 + l, x = e0 + e;
+          const int64_t line = line0 + line_of(l), x = e0 + e;
           if (isnan(static_cast<float>(out)) && line < lines && x < line_len)
             out = from_acc<Out>(kColumnMajor ? repair.exact(x, line) : repair.exact(line, x));
         }
@@ -194,7 +215,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       constexpr int kLineVecs = kLineLen / kVec;
       for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
         const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
-        const int64_t line = line0 + l;
+        const int64_t line = line0 + line_of(l);
         if (line >= lines || e0 + e >= line_len) continue;
         *reinterpret_cast<uint4*>(c + line * line_len + e0 + e) = *reinterpret_cast<const uint4*>(&at(l, e));
       }
@@ -204,9 +225,11 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       // per 16-byte chunk wrote one or two elements per 32-byte sector: 8x the ideal sectors for
       // 16-bit outputs; bench/NOTES.md item 109).
       static_assert(kThreads % 32 == 0 && kLineLen % 32 == 0, "whole warps along whole lines");
-      for (int l = tid / 32; l < kLines && line0 + l < lines; l += kThreads / 32) {
+      for (int l = tid / 32; l < kLines && (!kSameLines || line0 + l < lines); l += kThreads / 32) {
+        const int64_t line = line0 + line_of(l);
+        if (!kSameLines && line >= lines) continue;
         const int64_t rest = line_len - e0;  // the line's outputs inside the matrix, from e0
-        Out* const dst = c + (line0 + l) * line_len + e0;
+        Out* const dst = c + line * line_len + e0;
 #pragma unroll
         for (int e = lane; e < kLineLen; e += 32)
           if (e < rest) dst[e] = at(l, e);
@@ -218,7 +241,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int64_t row = m0 + warp_m + i * 16 + fragment_row<kPairedRows>(g, half);
+        const int64_t row = m0 + fragment_row<kRows>(warp_m + i * 16, g, half);
         if (row >= m) continue;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {

@@ -43,7 +43,7 @@ constexpr bool kUseLdmatrix = sizeof(T) == 2 || (sizeof(T) == 4 && kAlongK);
 
 // The A fragment of the M x K instruction tile at rows m0 + dm, k dk of a stage: m0 is this
 // warp's (run-time), dm and dk are the unrolled loops' constants (swizzled_offset keeps them out
-// of the swizzle). kPairedRows: rows as fragment_row says.
+// of the swizzle). kPairedRows: rows as fragment_row<FragmentRows::kPaired> says.
 template <class Math, class Stage, bool kAlongK, bool kPairedRows = false>
 __device__ __forceinline__ Fragment<typename Math::Reg, Math::kARegs> load_a(
     const typename Math::T* stage, int m0, int dm, int dk, int lane) {

@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // only past the end of K, where the map reads zeros.
     auto fetch_b = [&](const WorkItem<float>& x, int64_t t, int s) {
       if (tid != 0) return;
-      const int64_t matrix = b_map_matrix(args, x);
+      const int64_t matrix = map_matrix(args.batch_stride_b, args, x);
       sync::mbarrier_arrive_expect_tx(b_full + s, kBStageElems * sizeof(float));
       ptx::bulk_tensor_load(&b_map.map, b_stages + s * kBStageElems, b_full + s, static_cast<int>(x.n0),
                             static_cast<int>(x.k_begin + t * BK), static_cast<int>(matrix));

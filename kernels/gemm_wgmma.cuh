@@ -6,7 +6,10 @@
 // advances in tiles of BK (one 128-byte row: 64 16-bit elements, 32 floats) through a ring of
 // kStages shared-memory stages, filled by cp.async (16-byte; without 16-byte alignment,
 // element-wise for float32 and, for 16-bit types, the aligned 16-byte windows around each chunk,
-// shifted into place once landed; an MN-major float32 B into a raw tile, transposed into place).
+// shifted into place once landed; an MN-major float32 B into a raw tile, transposed into place),
+// or by bulk tensor copies (TF32's aligned K-major B; TF32's C^T products without 16-byte
+// alignment on the large tile: both operands by their lines' residue classes,
+// residue_class_loader.cuh).
 // Two pipelines (WgmmaTile::kSpecialized):
 //   shared: every warpgroup copies and computes, meeting the others at one barrier per K tile;
 //   specialized: a producer warpgroup fills the stages and the math warpgroups compute, each
@@ -34,6 +37,7 @@
 #include "mma_math.cuh"
 #include "tensor_maps.h"
 #include "ptx.cuh"
+#include "residue_class_loader.cuh"
 #include "stage_loader.cuh"
 #include "tf32_stage_loader.cuh"
 #include "wgmma.cuh"
@@ -171,8 +175,14 @@ constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_
 //   The buffer takes what the rest leaves of the 227 KiB, in whole 16-bit tiles, and at least one
 // float32 tile (the widest output): the more output tiles the bulk copies may still be reading,
 // the longer the write path can fall behind without holding the math warps up.
-template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
+// kClassBoxes: TF32 operands without 16-byte alignment by bulk copies of residue classes
+// (ResidueClassLoader).
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, bool kClassBoxes = false>
 constexpr int wgmma_stage_bytes() {
+  if constexpr (kClassBoxes) {
+    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK>;
+    return Tile::kStages * (Classes::kAStageElems + Classes::kBStageElems) * static_cast<int>(sizeof(float));
+  }
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
   using BLoader =
       typename Input::template BLoader<Tile::BN, Tile::BK, Tile::kLoadThreads, !kBRowMajor, kMode, Tile::kStages>;
@@ -181,24 +191,26 @@ constexpr int wgmma_stage_bytes() {
 }
 template <class Tile>
 constexpr int wgmma_fixed_bytes(int stage_bytes) {
-  return stage_bytes + (Tile::kSpecialized ? 16 * Tile::kStages : 0) + 1024;
+  // A full and an empty mbarrier per stage, and one for the first tile of an item (kClassBoxes).
+  return stage_bytes + (Tile::kSpecialized ? 16 * Tile::kStages + 8 : 0) + 1024;
 }
-template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, bool kClassBoxes = false>
 constexpr int wgmma_output_buffer_bytes() {
   if constexpr (!Tile::kPersistent) {
     return 0;
   } else {
     constexpr int kHalfTile = Tile::BM * Tile::BN * 2;
     constexpr int kLeftTiles =
-        (kHopperMaxSmem - wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>())) /
+        (kHopperMaxSmem -
+         wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, kClassBoxes>())) /
         kHalfTile;
     return (kLeftTiles > 2 ? kLeftTiles : 2) * kHalfTile;
   }
 }
-template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor>
+template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, bool kClassBoxes = false>
 constexpr int wgmma_smem_bytes() {
-  return wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>() +
-         wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>());
+  return wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, kClassBoxes>() +
+         wgmma_fixed_bytes<Tile>(wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, kClassBoxes>());
 }
 
 // Persistent warp-specialized tiles: each math warpgroup writes its own 64 rows of a work item
@@ -219,12 +231,15 @@ constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
 // kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
 // TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
+// kClassBoxes (TF32, warp-specialized, MN-major A and K-major B without 16-byte alignment, C^T
+// products): both operands' tiles by bulk tensor copies of their residue classes through b_map's
+// maps (ResidueClassLoader), B's lines permuted by class.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
-          bool kTransposedOut = false, bool kBulkB = false>
+          bool kTransposedOut = false, bool kBulkB = false, bool kClassBoxes = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map,
-                      const __grid_constant__ TensorMap b_map) {
+                      const __grid_constant__ std::conditional_t<kClassBoxes, ResidueClassMaps, TensorMap> b_map) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {
@@ -243,7 +258,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using BLoader =
         std::conditional_t<kBulkB, Tf32BulkLoader<BN, BK>,
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
-    using AOperands = typename Input::template AOperands<kSteps>;
+    using Classes = ResidueClassLoader<BM, BN, BK>;
+    static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kARowMajor && !kBRowMajor &&
+                                   kTransposedOut && Input::kRoundingBulkB && !kBulkB),
+                  "residue-class boxes: TF32's C^T products (MN-major A, K-major B) in the warp-specialized pipeline");
+    using AOperands = std::conditional_t<kClassBoxes, typename Classes::template Fragments<kSteps>,
+                                         typename Input::template AOperands<kSteps>>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
     static_assert(!(ALoader::kRegisterStaged || BLoader::kRegisterStaged),
                   "wgmma stages are filled by cp.async or bulk copies");
@@ -253,9 +273,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kInFlight = Input::kARegisters ? 0 : 1;
     // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies or windows' side
     // slots last).
-    constexpr int kAStageElems = ALoader::kStageElems, kBStageElems = BLoader::kStageElems;
+    constexpr int kAStageElems = kClassBoxes ? Classes::kAStageElems : ALoader::kStageElems;
+    constexpr int kBStageElems = kClassBoxes ? Classes::kBStageElems : BLoader::kStageElems;
     constexpr int kBTileElems = BLoader::Tile::kElems;
-    constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
+    constexpr int kStageBytes = wgmma_stage_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, kClassBoxes>();
     constexpr bool kStagedEpilogue =
         Tile::kPersistent || staged_output_fits<BM, BN, Out, kTransposedOut>(kStageBytes);
     // The staged epilogue writes over the stages, unless the tile has its own buffer.
@@ -265,13 +286,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // warpgroup copies 16-byte chunks, whose addresses fit the 104 left (the persistent row-major
     // B variants spilled 80-96 bytes in the staging at 184, 16-24 at 200; 'highest' 1-2% faster
     // on the aligned problems, smallK x @ W^T 7%: bench/NOTES.md item 95).
-    constexpr int kMathRegisters =
-        kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200 : Tile::kMathRegisters;
+    // kClassBoxes: 128 accumulators and a K tile's 64 registers of A fragments; its producer only
+    // issues bulk copies.
+    constexpr int kMathRegisters = kClassBoxes ? 232
+                                   : kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200
+                                                                                                      : Tile::kMathRegisters;
     static_assert(!Tile::kSpecialized || Tile::producer_registers(kMathRegisters) >= 24, "setmaxnreg's range");
     // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
     // so that a tile is staged while the last one's bulk copies still read theirs (kGroupOutput:
     // each of them in one part per math warpgroup).
-    constexpr int kOutputBufferBytes = wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor>();
+    constexpr int kOutputBufferBytes =
+        wgmma_output_buffer_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, kClassBoxes>();
     constexpr int kOutputTileBytes = BM * BN * static_cast<int>(sizeof(Out));
     constexpr int kOutputBuffers = kOutputBufferBytes / kOutputTileBytes;
     constexpr bool kGroupOut = kGroupOutput<Input, Tile>;
@@ -311,12 +336,23 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
     // 2.60x, TF32 transA 0.70x -> 0.76x; bench/NOTES.md item 98.)
     constexpr bool kPairedRows = Input::kARegisters && !kARowMajor;
+    // kClassBoxes reads A by 32-bit loads from four lines at once: pairs spread across the warps.
+    constexpr FragmentRows kRows = kClassBoxes    ? FragmentRows::kSpread
+                                   : kPairedRows ? FragmentRows::kPaired
+                                                 : FragmentRows::kPlain;
     // One K tile's wgmmas on the stage of index `stage`, committed as one group: register A
     // first (load_tile_a: this warp's 16 rows of the stage, every k step, as Math's rounded
     // fragments), then the products (issue_tile). fresh: promoted sums start each period of
     // kPromoteTiles from zero.
+    // kClassBoxes: this thread's A elements for each class of B (Classes::class_offsets).
+    int class_offset[kResidueClasses];
+    if constexpr (kClassBoxes)
+      Classes::class_offsets(class_offset, b_map,
+                             fragment_row<kRows>(group * 64 + (warp % 4) * 16, tid % 32 / 4, 0), tid % 4);
     auto load_tile_a = [&](AOperands& ops, int stage) {
-      if constexpr (Input::kARegisters) {
+      if constexpr (kClassBoxes) {
+        Classes::load(ops, a_stages + stage * kAStageElems, class_offset);
+      } else if constexpr (Input::kARegisters) {
         using Math = typename Input::Math;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
@@ -330,7 +366,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       const bool fresh = kPromote && t % (kPromote ? Input::kPromoteTiles : 1) == 0;
       wgmma::fence_operands(acc);
       wgmma::fence();
-      if constexpr (Input::kARegisters) {
+      if constexpr (kClassBoxes) {
+        // Class c's products: its BN / 4 columns (accumulators BN / 8 c ...), its rows of the B stage.
+        constexpr int kClassN = BN / kResidueClasses;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+          for (int c = 0; c < kResidueClasses; ++c)
+            wgmma::mma_tf32_m64k8_rs<kClassN>(*reinterpret_cast<float(*)[kClassN / 2]>(acc + c * (kClassN / 2)),
+                                              ops.r[s][c], b_descriptor(bs + c * kClassN * BK, s));
+      } else if constexpr (Input::kARegisters) {
         Input::template mma_tile<BN>(
             acc, ops, [&](int s) { return b_descriptor(bs, s); },
             [&](int s) { return b_descriptor(bs + kBTileElems, s); }, fresh);
@@ -379,15 +424,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kGroupOut) {
           unsigned char* tile = output_buffer + ((stored % kOutputBuffers) * Tile::kWarpGroups + group) *
                                                     (kOutputTileBytes / Tile::kWarpGroups);
-          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers, kPairedRows>(
+          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers, kRows>(
               value, c, args.m, args.n, w.m0 + group * 64, w.n0, (warp % 4) * 16, 0, tile, repair, map, w.z,
               group_writers);
         } else {
           unsigned char* tile = smem;
           if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
           store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers,
-                            kPairedRows>(
-              value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z);
+                            kRows>(
+              value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z,
+              BlockWriters{}, std::conditional_t<kClassBoxes, typename Classes::Lines, SameLines>{});
         }
         ++stored;
       };
@@ -421,22 +467,34 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
     };
 
+    // A work item's K tiles: kClassBoxes's windows of B start up to 3 elements before each tile.
+    auto with_tiles = [&](WorkItem<T> w) {
+      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + 3 + BK - 1) / BK;
+      return w;
+    };
+
     if constexpr (Tile::kSpecialized) {
       // Stage s is full once the producer's kLoadThreads threads have arrived on full[s] (copies
       // landed, rounded, fenced for the tensor cores) and, with bulk B, B's bulk copy has landed
       // on it too; empty once the math threads have arrived on empty[s] (its wgmmas retired).
       // Both sides count the tiles the block has put through the ring (`ring`): tile i is in
       // stage i % kStages, in phase i / kStages.
+      // kClassBoxes: an item's first tile lands on first_landed, which its producer waits for.
       uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStageBytes);
       uint64_t* const empty = full + kStages;
+      uint64_t* const first_landed = empty + kStages;
+      // kClassBoxes: a stage is empty once both blocks of the cluster are done with it (each math
+      // warp's lane 0 arrives on the other block's mbarrier for the warp).
       if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {
           sync::mbarrier_init(full + s, Tile::kLoadThreads);
-          sync::mbarrier_init(empty + s, kMathThreads);
+          sync::mbarrier_init(empty + s, kClassBoxes ? kClassClusterBlocks * kMathThreads : kMathThreads);
         }
-        if constexpr (kBulkB) sync::fence_mbarrier_init();  // bulk copies complete on full[]
+        sync::mbarrier_init(first_landed, 1);
+        if constexpr (kBulkB || kClassBoxes) sync::fence_mbarrier_init();  // bulk copies complete on them
       }
-      __syncthreads();
+      if constexpr (kClassBoxes) ptx::cluster_sync();  // the other block's mbarriers too, before its copies
+      else __syncthreads();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
         // The producer: copies of tile i (counted through the ring), then the finishing work
@@ -452,17 +510,27 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         // the stages (the producer then waits for the math warps between items), publish each
         // item's tiles by its end.
         sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
-        constexpr int kLag = kStages - 2;
+        // Bulk copies of residue classes land on the stage's barrier: published as soon as asked for.
+        constexpr int kLag = kClassBoxes ? 0 : kStages - 2;
         constexpr bool kAcrossItems =
             !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
         const int load_tid = tid - kMathThreads;
         ALoader a_loader;
         BLoader b_loader;
+        Classes classes;
         attach_ring(b_loader);
+        int64_t items = 0;  // the work items this block has started
         auto publish = [&](int64_t i) {  // tile i of the ring, once its copies have landed
           const int s = static_cast<int>(i % kStages);
-          a_loader.finish(a_stages + s * kAStageElems);
-          b_loader.finish(b_stages + s * kBStageElems);
+          if constexpr (kClassBoxes) {
+            if (i == ring) {  // the item's first tile: its windows of B reach before k = 0
+              sync::mbarrier_wait(first_landed, static_cast<uint32_t>(items - 1) & 1);
+              classes.finish_first(b_stages + s * kBStageElems, load_tid, Tile::kLoadThreads);
+            }
+          } else {
+            a_loader.finish(a_stages + s * kAStageElems);
+            b_loader.finish(b_stages + s * kBStageElems);
+          }
           ptx::fence_shared_for_async_proxy();
           sync::mbarrier_arrive(full + s);
         };
@@ -471,15 +539,21 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_wait<0>();
           for (int64_t i = first; i < last; ++i) publish(i);
         };
-        for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassBoxes>(args, [&](const WorkItem<T>& item) {
+          const WorkItem<T> w = with_tiles(item);
           // The math warps are done with the stages (a staged epilogue over them). Both roles
           // meet at named barrier 4, each from its own branch.
           if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
-          a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
-          if constexpr (kBulkB) {
-            b_loader.start(&b_map.map, w.n0, w.k_begin, b_map_matrix(args, w), load_tid);
+          ++items;
+          if constexpr (kClassBoxes) {
+            classes.start(&b_map, w.m0, w.n0, w.k_begin, map_matrix(args.batch_stride_a, args, w),
+                          map_matrix(args.batch_stride_b, args, w), load_tid);
           } else {
-            b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
+            a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
+            if constexpr (kBulkB)
+              b_loader.start(&b_map.map, w.n0, w.k_begin, map_matrix(args.batch_stride_b, args, w), load_tid);
+            else
+              b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
           }
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
@@ -491,10 +565,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
               if constexpr (kBulkB) b_loader.fetch(b_stages + s * kBStageElems, full + s);
               else b_loader.fetch(b_stages + s * kBStageElems, args.n - w.n0, w.k_len - t * BK);
             };
-            if constexpr (kBRing) fetch_b();
+            if constexpr (kBRing && !kClassBoxes) fetch_b();
             if (i >= kStages) sync::mbarrier_wait(empty + s, static_cast<uint32_t>(i / kStages - 1) & 1);
-            a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
-            if constexpr (!kBRing) fetch_b();
+            if constexpr (kClassBoxes) {
+              classes.fetch(a_stages + s * kAStageElems, b_stages + s * kBStageElems, t == 0 ? first_landed : full + s,
+                            t == 0);
+            } else {
+              a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
+              if constexpr (!kBRing) fetch_b();
+            }
             ptx::cp_async_commit();  // one group a tile
             if (kAcrossItems ? i >= kLag : t >= kLag) {
               ptx::cp_async_wait<kLag>();  // tile i - kLag has landed
@@ -508,13 +587,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
         sync::set_registers<kMathRegisters, true>();
-        for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassBoxes>(args, [&](const WorkItem<T>& item) {
+          const WorkItem<T> w = with_tiles(item);
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
           // With the producer: it may fill the stages again (bulk copies write them through the
           // async proxy, after the epilogue's stores).
           if constexpr (kEpilogueOverStages) {
-            if constexpr (kBulkB) ptx::fence_shared_for_async_proxy();
+            if constexpr (kBulkB || kClassBoxes) ptx::fence_shared_for_async_proxy();
             sync::warps_anywhere<Tile::kThreads, 4>();
           }
           AOperands ops;
@@ -540,7 +620,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             }
             wgmma::wait_group<kInFlight>();  // tile t - kInFlight's wgmmas have retired
             wgmma::fence_operands(acc);
-            if (t >= kInFlight) sync::mbarrier_arrive(empty + (i - kInFlight) % kStages);
+            if (t >= kInFlight) {
+              sync::mbarrier_arrive(empty + (i - kInFlight) % kStages);
+              if constexpr (kClassBoxes) {
+                static_assert(kInFlight == 0 && kClassClusterBlocks == 2, "one other block, each tile's own wgmmas");
+                __syncwarp();
+                if (tid % 32 == 0) sync::mbarrier_arrive_cluster(empty + i % kStages, ptx::cluster_rank() ^ 1, 32);
+              }
+            }
             promote(sum, acc, t, w.k_tiles);
           }
           wgmma::wait_group<0>();
@@ -557,6 +644,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kGroupOut) finish_bulk_output(group_writers);
         else if constexpr (Tile::kPersistent) finish_bulk_output();
       }
+      // The other block of the cluster may still copy into this one's stages and arrive on its
+      // mbarriers until it is done.
+      if constexpr (kClassBoxes) ptx::cluster_sync();
     } else {
       // Every warp copies and computes. At tile t the block waits for tile t's copies,
       // publishes them with a barrier, issues tile t's wgmmas, starts the copies of tile

@@ -83,6 +83,27 @@ __device__ __forceinline__ void bulk_tensor_load(const void* map, void* smem, ui
       ::"r"(smem_address(smem)), "l"(map), "r"(smem_address(barrier)), "r"(x), "r"(y), "r"(z)
       : "memory");
 }
+// The same into the shared memory of every block of the cluster in cta_mask (sm_90a; a bit per
+// rank), at the same offset in each, counting its bytes on the mbarrier at the same offset there.
+__device__ __forceinline__ void bulk_tensor_load_multicast(const void* map, void* smem, uint64_t* barrier, int x, int y,
+                                                           int z, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;\n"
+      ::"r"(smem_address(smem)), "l"(map), "r"(smem_address(barrier)), "r"(x), "r"(y), "r"(z), "h"(cta_mask)
+      : "memory");
+}
+// This block's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// A barrier of every thread of every block of the cluster: release of this block's shared-memory
+// writes (mbarrier initializations included), acquire of the others'.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // Waits until at most kPending of this thread's bulk groups are still reading shared memory (their
 // source may then be written again; the writes to global memory may still be under way).
 template <int kPending>

@@ -371,7 +371,8 @@ def test_tf32_rounds_each_input_to_nearest(monkeypatch, wgmma, layout, m, k, n):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
-BULK_B = "TFLOAT32 tensor map"
+BULK_B = "through a TFLOAT32 tensor map"
+CLASS_BOXES = "four residue classes"
 
 
 def _bulk_b_operand_variant(a, b, layout, operand):
@@ -407,6 +408,70 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
                       torch.float32, "cuda")
     exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
+def _misaligned_operands(case, batch=3, m=203, n=301):
+    """Row-major A (m x 263 or 264) x row-major B whose lines lack 16-byte alignment in ways the
+    residue-class maps see: odd lines (every class shifted differently; one matrix), views
+    starting mid-16-byte block (one shift for A, four for B), lines 2 elements longer than the
+    matrix (two shifts), a batch (its matrices 16-byte multiples apart: m + 1 and m + 3 are
+    multiples of 4) and a broadcast one."""
+    randn = lambda *shape: torch.randn(*shape, device="cuda")
+    if case == "odd":
+        return randn(1, m, 263), randn(1, 263, n)
+    if case == "views":
+        return randn(batch, m + 3, 268)[:, 3:, 1:264], randn(batch, 268, n + 4)[:, 2:265, 4:]
+    if case == "ld+2":
+        return randn(batch, m + 1, 266)[:, 1:, :264], randn(batch, 264, n + 1)[..., :n]
+    return randn(1, m, 263).expand(batch, -1, -1), randn(1, 263, n).expand(batch, -1, -1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
+def test_tf32_residue_class_tiles_round_to_nearest(case, splits):
+    """TF32's large tile takes a row-major product whose lines lack 16-byte alignment (computed
+    transposed: the kernel's A is B^T, MN-major, its B is A, K-major) by bulk tensor copies of each
+    residue class of lines (lines 4 apart share their misalignment) through TFLOAT32 maps, which
+    round on the way: the result is the float32 product of the rounded inputs, with partial tiles
+    along every dimension and B's windows reaching before k = 0. Split K (not taken by that path)
+    gives the same."""
+    a, b = _misaligned_operands(case)
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, 0, splits, 2), shape, torch.float32, "cuda")
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
+def test_tf32_explain_names_residue_classes(case):
+    """tiledmm.explain names the residue-class copies where the large tile runs them; aligned
+    operands and other precisions do not take them."""
+    a, b = _misaligned_operands(case, batch=2, m=2051, n=3001)  # a large output: the large tile
+    assert CLASS_BOXES in tiledmm.explain(a, b, precision="tf32")
+    assert CLASS_BOXES not in tiledmm.explain(a, b, precision="3xtf32")
+    aligned_a, aligned_b = torch.randn(60, 200, 264, device="cuda"), torch.randn(60, 264, 304, device="cuda")
+    assert CLASS_BOXES not in tiledmm.explain(aligned_a, aligned_b, precision="tf32")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_tf32_residue_class_windows_before_k0(value):
+    """The windows of a misaligned line of A start up to 3 elements before it, in the line before:
+    a non-finite value at the end of a line reaches its own output row only."""
+    a, b = torch.randn(261, 263, device="cuda"), torch.randn(263, 301, device="cuda")
+    for row in (0, 5, 6, 7, 130):
+        a[row, -1] = value
+    out = torch.ops.tiledmm._bmm_with_config(a[None], b[None], 0, 1, 2)[0]
+    bad_rows = (~torch.isfinite(out)).any(dim=1).nonzero().flatten().tolist()
+    assert bad_rows == [0, 5, 6, 7, 130]
+    finite = torch.isfinite(a).all(dim=1)
+    exact = rounded_to_tf32(a[finite]).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out[finite], exact) < 2e-5
 
 
 def _unusual_stride_operands(case):

@@ -1,0 +1,144 @@
+// TF32 wgmma's operands without 16-byte alignment, by bulk tensor copies (the TMA) of each residue
+// class of their lines, rounded to TF32 on the way (bench/NOTES.md item 119).
+//   A tensor map needs 16-byte aligned lines, and a box cannot start mid-16-byte block (item 80).
+// But lines 4 apart of a float32 matrix share their misalignment (4 ld floats are a multiple of 16
+// bytes), so each class of lines (index mod 4) is a tensor of its own: its start aligned down by
+// the class's shift (0-3 elements) and a line stride of 4 ld (make_residue_class_maps). A box at an
+// aligned coordinate holds the class's lines from `shift` elements before the wanted one.
+//   B (K-major, lines n): class c's box lands the k window [k0 - shift_c, k0 - shift_c + BK) of the
+// tile's BN / 4 lines of the class, 128-byte swizzled, as rows c BN / 4 ... of the stage. The
+// wgmma's columns are the tile's lines permuted by class (column c BN / 4 + j is line 4 j + c: the
+// output's lines follow, class_line), and the products of class c take A's k shifted by shift_c:
+// four sets of register A fragments, four m64n(BN / 4) wgmmas per k step.
+//   A (MN-major, lines k): class d's box holds kALines of its lines (the tile's, and the line
+// below k0 that the shifted windows of B reach) by BM + 4 elements from m0 - shift_d, dense
+// lines without swizzle; a fragment reads each element where its class put it.
+//   Blocks run in clusters of two whose tiles share B's lines (rows m0 and m0 + BM of the output's
+// transpose): each copies two of B's four classes into both blocks' stages (TMA multicast), which
+// halves B's requests to the L2, whose tag lookups set the pace (bench/NOTES.md item 119). A
+// stage is free again once the math warps of both blocks are done with it (their kernel arrives
+// on both blocks' empty mbarriers).
+//   The first tile's windows of B start before k = 0: the elements there belong to the line before
+// (or precede the matrix) and are zeroed once landed (finish_first), before the tile is published.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+
+#include "block_sync.cuh"
+#include "ptx.cuh"
+#include "stage_loader.cuh"
+#include "tensor_maps.h"
+
+namespace tiledmm {
+
+constexpr int kResidueClasses = 4;  // float32 lines 4 apart share their misalignment
+constexpr int kClassClusterBlocks = 2;  // blocks sharing B's tiles
+
+template <int BM, int BN, int BK>
+struct ResidueClassLoader {
+  static constexpr int kClassLines = BN / kResidueClasses;  // B lines of a class in a tile
+  static constexpr int kALines = BK / kResidueClasses + 1;  // A lines of a class in a stage
+  static constexpr int kALineElems = BM + 4;                // A's box: m0 - shift ... m0 - shift + BM + 3
+  // A class's lines, rounded up to 128 bytes (a box's alignment in shared memory).
+  static constexpr int kAClassElems = (kALines * kALineElems + 31) / 32 * 32;
+  using BTile = Swizzle128Tile<float, BN, BK>;  // line n (permuted by class), element k
+  static constexpr int kAStageElems = stage_elems<float, BTile>(kResidueClasses * kAClassElems);
+  static constexpr int kBStageElems = BTile::kElems;
+  static constexpr uint32_t kABytes = kResidueClasses * kALines * kALineElems * sizeof(float);
+  static constexpr uint32_t kBBytes = BTile::kElems * sizeof(float);
+  // Boxes of one 128-byte row of k by whole swizzle atoms, at most 256 elements a side.
+  static constexpr bool kFits = BK == 32 && BN % (8 * kResidueClasses) == 0 && kClassLines <= 256 && kALineElems <= 256;
+
+  const ResidueClassMaps* maps = nullptr;
+  int m0 = 0, n_line0 = 0, a_matrix = 0, b_matrix = 0;
+  int64_t k = 0;        // the next tile's k0 (passes the maps' end after the last tile)
+  bool issuer = false;  // this thread issues the copies
+  int first_class = 0;  // the first of the B classes this block copies for its cluster
+
+  __device__ __forceinline__ void start(const ResidueClassMaps* maps_, int64_t m0_, int64_t n0, int64_t k0,
+                                        int64_t a_matrix_, int64_t b_matrix_, int tid) {
+    maps = maps_;
+    m0 = static_cast<int>(m0_);
+    n_line0 = static_cast<int>(n0 / kResidueClasses);
+    k = k0;
+    a_matrix = static_cast<int>(a_matrix_);
+    b_matrix = static_cast<int>(b_matrix_);
+    issuer = tid == 0;
+    first_class = static_cast<int>(ptx::cluster_rank()) * (kResidueClasses / kClassClusterBlocks);
+  }
+  // The next tile's boxes into the stages (1024-byte aligned), landing on `landed` (arrives: with
+  // the issuer's arrival, else counted among the producer's arrivals): A's, and this block's
+  // classes of B into both blocks of the cluster, whose `landed` counts all of B.
+  __device__ __forceinline__ void fetch(float* a_stage, float* b_stage, uint64_t* landed, bool arrives) {
+    if (issuer) {
+      if (arrives) sync::mbarrier_arrive_expect_tx(landed, kABytes + kBBytes);
+      else sync::mbarrier_expect_tx(landed, kABytes + kBBytes);
+      const int kk = static_cast<int>(k);
+#pragma unroll
+      for (int c = 0; c < kResidueClasses; ++c)  // A's lines k0 - 4 ... k0 + BK - 1 of class c: 4 j + c from j = k0 / 4 - 1
+        ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, m0, kk / kResidueClasses - 1,
+                              a_matrix);
+      constexpr uint16_t kCluster = (1u << kClassClusterBlocks) - 1;
+#pragma unroll
+      for (int q = 0; q < kResidueClasses / kClassClusterBlocks; ++q) {
+        const int c = first_class + q;
+        ptx::bulk_tensor_load_multicast(&maps->b[c], b_stage + c * kClassLines * BK, landed, kk, n_line0, b_matrix,
+                                        kCluster);
+      }
+    }
+    k += BK;
+  }
+  // A work item's first tile (k0 = 0), landed: each B line's elements before k = 0 zeroed.
+  __device__ __forceinline__ void finish_first(float* b_stage, int tid, int threads) const {
+    for (int l = tid; l < BN; l += threads) {
+      const int shift = maps->b_shift[l / kClassLines];
+      for (int e = 0; e < shift; ++e) b_stage[BTile::offset(l, e)] = 0.0f;
+    }
+  }
+
+  // The tile-relative line of the output that wgmma column `col` of the tile computes.
+  struct Lines {
+    __device__ __forceinline__ int operator()(int col) const {
+      return kResidueClasses * (col % kClassLines) + col / kClassLines;
+    }
+  };
+
+  // Register A for the products of B's class c, k step s: the m16n8k8 TF32 fragment of this thread's
+  // rows m_row and m_row + 1 (FragmentRows::kSpread: a warp's pairs 4 rows apart, so that the
+  // eight pairs of one line and the four lines of a load, whose classes' shifts differ where ld is
+  // odd, fall in 32 distinct banks) at k = 8 s + t4 - shift_c (+ 4).
+  // offset[c]: this thread's element (row m_row, k = t4 - shift_c) in the A stage, from class_offsets.
+  template <int kSteps>
+  struct Fragments {
+    uint32_t r[kSteps][kResidueClasses][4];
+  };
+  __device__ __forceinline__ static void class_offsets(int (&offset)[kResidueClasses], const ResidueClassMaps& maps,
+                                                      int m_row, int t4) {
+#pragma unroll
+    for (int c = 0; c < kResidueClasses; ++c) {
+      const int kr = t4 - maps.b_shift[c];  // -3 ... 3
+      const int d = kr & (kResidueClasses - 1), line = (kr >> 2) + 1;  // A's class and line within its box
+      offset[c] = d * kAClassElems + line * kALineElems + maps.a_shift[d] + m_row;
+    }
+  }
+  template <int kSteps>
+  __device__ __forceinline__ static void load(Fragments<kSteps>& f, const float* a_stage,
+                                              const int (&offset)[kResidueClasses]) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(a_stage);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int c = 0; c < kResidueClasses; ++c) {
+        // k + 8 s is two lines of the class further; k + 4 one more.
+        const uint32_t* p = words + offset[c] + 2 * s * kALineElems;
+        f.r[s][c][0] = p[0];
+        f.r[s][c][1] = p[1];
+        f.r[s][c][2] = p[kALineElems];
+        f.r[s][c][3] = p[kALineElems + 1];
+      }
+  }
+};
+
+}  // namespace tiledmm
