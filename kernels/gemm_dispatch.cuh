@@ -435,8 +435,10 @@ struct WgmmaFamily {
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
       if constexpr (kClassBoxes<Tile, kVec, kARowMajor, kBRowMajor, kTransposedOut>) {
         // Clusters of two blocks along the rows of tiles (ResidueClassLoader), which the grid's
-        // 65535 rows must hold.
-        if (args.splits == 1 && (args.m + Tile::BM - 1) / Tile::BM < 65535) {
+        // 65535 rows must hold; one work item a block (the grid holds every matrix too), as the
+        // other block of a cluster would copy its next item's tiles into stages that this one's
+        // epilogue still writes over.
+        if (args.splits == 1 && (args.m + Tile::BM - 1) / Tile::BM < 65535 && args.batch <= 65535) {
           const ResidueClassMaps maps = class_maps<Tile>(args.a, args.lda, args.batch_stride_a, args.b, args.ldb,
                                                          args.batch_stride_b, args.batch, args.m, args.n, args.k);
           constexpr int kClassSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, true>();
@@ -495,7 +497,8 @@ struct WgmmaFamily {
     } else {
       using Tile = LayoutTile<TableTile, false, kVec>;
       describe_layout<Tile, kVec>(s, p);
-      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed &&
+      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed && p.batch <= 65535 &&
+          (p.m + Tile::BM - 1) / Tile::BM < 65535 &&
           class_maps<Tile>(p.a.data, p.a.ld, p.a.batch_stride, p.b.data, p.b.ld, p.b.batch_stride, p.batch, p.m, p.n,
                            p.k)
               .valid)
