@@ -72,8 +72,10 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
 
 // Arrives `count` times on the mbarrier at the same offset as `barrier` in the shared memory of
 // the cluster's block of rank `rank`, releasing at CTA scope: for a stage whose reads (wgmma's,
-// retired) the other block's bulk copies may now overwrite. (Released at cluster scope, the
-// arrival waited on a memory barrier: a third of TF32 irregular's stall samples, item 119.)
+// retired) the other block's bulk copies may now overwrite: nothing written here needs to be seen
+// there, only the order after the retired reads, as CUTLASS's cluster barriers arrive. (Released
+// at cluster scope, the arrival waited on a memory barrier: a third of TF32 irregular's stall
+// samples, item 119.)
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* barrier, uint32_t rank, uint32_t count) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"

@@ -434,11 +434,7 @@ struct WgmmaFamily {
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
       if constexpr (kClassBoxes<Tile, kVec, kARowMajor, kBRowMajor, kTransposedOut>) {
-        // Clusters of two blocks along the rows of tiles (ResidueClassLoader), which the grid's
-        // 65535 rows must hold; one work item a block (the grid holds every matrix too), as the
-        // other block of a cluster would copy its next item's tiles into stages that this one's
-        // epilogue still writes over.
-        if (args.splits == 1 && (args.m + Tile::BM - 1) / Tile::BM < 65535 && args.batch <= 65535) {
+        if (class_grid_fits<Tile>(args.splits, args.batch, args.m)) {
           const ResidueClassMaps maps = class_maps<Tile>(args.a, args.lda, args.batch_stride_a, args.b, args.ldb,
                                                          args.batch_stride_b, args.batch, args.m, args.n, args.k);
           constexpr int kClassSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, true>();
@@ -475,11 +471,19 @@ struct WgmmaFamily {
   template <class Tile, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
   static constexpr bool kClassBoxes = Input::kRoundingBulkB && !kVec && !kARowMajor && !kBRowMajor &&
                                       kTransposedOut && Tile::kSpecialized && !Tile::kPersistent && Tile::BN == 256;
+  // Its grid: K not split, clusters of two blocks along the rows of tiles (ResidueClassLoader),
+  // which the grid's 65535 rows must hold, and one work item a block (the grid holds every matrix).
+  template <class Tile>
+  static bool class_grid_fits(int64_t splits, int64_t batch, int64_t m) {
+    return splits == 1 && batch <= 65535 && (m + Tile::BM - 1) / Tile::BM < 65535;
+  }
   template <class Tile>
   static ResidueClassMaps class_maps(const void* a, int64_t lda, int64_t batch_stride_a, const void* b, int64_t ldb,
                                      int64_t batch_stride_b, int64_t batch, int64_t m, int64_t n, int64_t k) {
+    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK>;
     return make_residue_class_maps(static_cast<const float*>(a), lda, batch_stride_a, static_cast<const float*>(b),
-                                   ldb, batch_stride_b, batch, m, n, k, Tile::BM, Tile::BN, Tile::BK);
+                                   ldb, batch_stride_b, batch, m, n, k, Classes::kALineElems, Classes::kALines,
+                                   Tile::BK, Classes::kClassLines);
   }
   // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
   // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
@@ -497,8 +501,8 @@ struct WgmmaFamily {
     } else {
       using Tile = LayoutTile<TableTile, false, kVec>;
       describe_layout<Tile, kVec>(s, p);
-      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed && p.batch <= 65535 &&
-          (p.m + Tile::BM - 1) / Tile::BM < 65535 &&
+      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed &&
+          class_grid_fits<Tile>(1, p.batch, p.m) &&
           class_maps<Tile>(p.a.data, p.a.ld, p.a.batch_stride, p.b.data, p.b.ld, p.b.batch_stride, p.batch, p.m, p.n,
                            p.k)
               .valid)

@@ -467,9 +467,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
     };
 
-    // A work item's K tiles: kClassBoxes's windows of B start up to 3 elements before each tile.
+    // A work item's K tiles: kClassBoxes's windows of B start up to the largest shift before each tile.
     auto with_tiles = [&](WorkItem<T> w) {
-      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + 3 + BK - 1) / BK;
+      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + Classes::largest_shift(b_map) + BK - 1) / BK;
       return w;
     };
 
@@ -510,8 +510,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         // the stages (the producer then waits for the math warps between items), publish each
         // item's tiles by its end.
         sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
-        // Bulk copies of residue classes land on the stage's barrier: published as soon as asked for.
-        constexpr int kLag = kClassBoxes ? 0 : kStages - 2;
+        constexpr int kLag = kStages - 2;
         constexpr bool kAcrossItems =
             !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
         const int load_tid = tid - kMathThreads;
@@ -574,13 +573,17 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
               a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
               if constexpr (!kBRing) fetch_b();
             }
-            ptx::cp_async_commit();  // one group a tile
-            if (kAcrossItems ? i >= kLag : t >= kLag) {
-              ptx::cp_async_wait<kLag>();  // tile i - kLag has landed
-              publish(i - kLag);
+            if constexpr (kClassBoxes) {
+              publish(i);  // its boxes land on the stage's mbarrier
+            } else {
+              ptx::cp_async_commit();  // one group a tile
+              if (kAcrossItems ? i >= kLag : t >= kLag) {
+                ptx::cp_async_wait<kLag>();  // tile i - kLag has landed
+                publish(i - kLag);
+              }
             }
           }
-          if constexpr (!kAcrossItems)
+          if constexpr (!kAcrossItems && !kClassBoxes)
             publish_rest(ring + (w.k_tiles > kLag ? w.k_tiles - kLag : 0), ring + w.k_tiles);
           ring += w.k_tiles;
         });

@@ -18,6 +18,9 @@
 // halves B's requests to the L2, whose tag lookups set the pace (bench/NOTES.md item 119). A
 // stage is free again once the math warps of both blocks are done with it (their kernel arrives
 // on both blocks' empty mbarriers).
+//   One work item a block (the dispatcher's grid holds them all): were there a next one, the other
+// block of the cluster could copy its first tiles into stages that this block's staged epilogue
+// still writes over.
 //   The first tile's windows of B start before k = 0: the elements there belong to the line before
 // (or precede the matrix) and are zeroed once landed (finish_first), before the tile is published.
 #pragma once
@@ -90,6 +93,12 @@ struct ResidueClassLoader {
     }
     k += BK;
   }
+  // The most elements a class's window of B starts early: K needs that much more in tiles.
+  __host__ __device__ __forceinline__ static int largest_shift(const ResidueClassMaps& maps) {
+    int s = 0;
+    for (int c = 0; c < kResidueClasses; ++c) s = maps.b_shift[c] > s ? maps.b_shift[c] : s;
+    return s;
+  }
   // A work item's first tile (k0 = 0), landed: each B line's elements before k = 0 zeroed.
   __device__ __forceinline__ void finish_first(float* b_stage, int tid, int threads) const {
     for (int l = tid; l < BN; l += threads) {
@@ -105,7 +114,8 @@ struct ResidueClassLoader {
     }
   };
 
-  // Register A for the products of B's class c, k step s: the m16n8k8 TF32 fragment of this thread's
+  // Register A for the products of B's class c, k step s: this warp's slice of the m64k8 TF32
+  // fragment (mma.sync m16n8k8's A layout) in this thread's
   // rows m_row and m_row + 1 (FragmentRows::kSpread: a warp's pairs 4 rows apart, so that the
   // eight pairs of one line and the four lines of a load, whose classes' shifts differ where ld is
   // odd, fall in 32 distinct banks) at k = 8 s + t4 - shift_c (+ 4).

@@ -113,12 +113,14 @@ struct ResidueClassMaps {
   bool valid;
 };
 
-// A (MN-major: k lines of m elements, lda apart) and B (K-major: n lines of k, ldb apart) of a
-// kernel whose tiles are bm x bn x bk; invalid where a map does not fit (a class without lines,
-// a batch stride that is not a multiple of 16 bytes, coordinates past 32 bits).
+// A (MN-major: k lines of m elements, lda apart) and B (K-major: n lines of k, ldb apart), in
+// boxes of a_box_lines lines of a_box_elems elements and of b_box_lines lines of b_box_elems
+// (ResidueClassLoader's); invalid where a map does not fit (a class without lines, a batch stride
+// that is not a multiple of 16 bytes, coordinates past 32 bits).
 inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int64_t batch_stride_a, const float* b,
                                                 int64_t ldb, int64_t batch_stride_b, int64_t batch, int64_t m,
-                                                int64_t n, int64_t k, int bm, int bn, int bk) {
+                                                int64_t n, int64_t k, int a_box_elems, int a_box_lines,
+                                                int b_box_elems, int b_box_lines) {
   ResidueClassMaps maps{};
   if (m < 4 || n < 4 || k < 4) return maps;
   auto misalignment = [](const float* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / 4); };
@@ -130,10 +132,10 @@ inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int
     maps.a_shift[c] = misalignment(a_line);
     maps.b_shift[c] = misalignment(b_line);
     const TensorMap am = make_operand_map(a_line - maps.a_shift[c], m + maps.a_shift[c], (k - c + 3) / 4, batch,
-                                          4 * lda, batch_stride_a, bm + 4, bk / 4 + 1,
+                                          4 * lda, batch_stride_a, a_box_elems, a_box_lines,
                                           CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE);
     const TensorMap bmap = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (n - c + 3) / 4, batch,
-                                            4 * ldb, batch_stride_b, bk, bn / 4, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+                                            4 * ldb, batch_stride_b, b_box_elems, b_box_lines, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
                                             CU_TENSOR_MAP_SWIZZLE_128B);
     maps.a[c] = am.map;
     maps.b[c] = bmap.map;

@@ -446,6 +446,19 @@ def test_tf32_residue_class_tiles_round_to_nearest(case, splits):
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
+def test_tf32_residue_class_more_matrices_than_the_grid():
+    """65536 misaligned matrices (the grid holds 65535): blocks would take two work items, which
+    the residue-class path's clusters cannot (the other block copies into stages an epilogue still
+    writes over), so the element-wise path runs them; the result is the rounded product."""
+    a = torch.randn(65536, 8, 7, device="cuda")
+    b = torch.randn(65536, 8, 9, device="cuda")[:, :7]
+    out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, 0, 1, 2), (65536, 8, 9), torch.float32, "cuda")
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
 def test_tf32_explain_names_residue_classes(case):
     """tiledmm.explain names the residue-class copies where the large tile runs them; aligned
