@@ -569,13 +569,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             if constexpr (kClassBoxes) {
               classes.fetch(a_stages + s * kAStageElems, b_stages + s * kBStageElems, t == 0 ? first_landed : full + s,
                             t == 0);
+              publish(i);  // its boxes land on the stage's mbarrier
             } else {
               a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
               if constexpr (!kBRing) fetch_b();
-            }
-            if constexpr (kClassBoxes) {
-              publish(i);  // its boxes land on the stage's mbarrier
-            } else {
               ptx::cp_async_commit();  // one group a tile
               if (kAcrossItems ? i >= kLag : t >= kLag) {
                 ptx::cp_async_wait<kLag>();  // tile i - kLag has landed

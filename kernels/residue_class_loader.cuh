@@ -8,7 +8,7 @@
 //   B (K-major, lines n): class c's box lands the k window [k0 - shift_c, k0 - shift_c + BK) of the
 // tile's BN / 4 lines of the class, 128-byte swizzled, as rows c BN / 4 ... of the stage. The
 // wgmma's columns are the tile's lines permuted by class (column c BN / 4 + j is line 4 j + c: the
-// output's lines follow, class_line), and the products of class c take A's k shifted by shift_c:
+// epilogue writes them back in order, Lines), and the products of class c take A's k shifted by shift_c:
 // four sets of register A fragments, four m64n(BN / 4) wgmmas per k step.
 //   A (MN-major, lines k): class d's box holds kALines of its lines (the tile's, and the line
 // below k0 that the shifted windows of B reach) by BM + 4 elements from m0 - shift_d, dense
@@ -115,10 +115,10 @@ struct ResidueClassLoader {
   };
 
   // Register A for the products of B's class c, k step s: this warp's slice of the m64k8 TF32
-  // fragment (mma.sync m16n8k8's A layout) in this thread's
-  // rows m_row and m_row + 1 (FragmentRows::kSpread: a warp's pairs 4 rows apart, so that the
-  // eight pairs of one line and the four lines of a load, whose classes' shifts differ where ld is
-  // odd, fall in 32 distinct banks) at k = 8 s + t4 - shift_c (+ 4).
+  // fragment (mma.sync m16n8k8's A layout), this thread's rows m_row and m_row + 1
+  // (FragmentRows::kSpread: a warp's pairs 4 rows apart, so that the eight pairs of one line and
+  // the four lines of a load, whose classes' shifts differ where ld is odd, fall in 32 distinct
+  // banks) at k = 8 s + t4 - shift_c (+ 4).
   // offset[c]: this thread's element (row m_row, k = t4 - shift_c) in the A stage, from class_offsets.
   template <int kSteps>
   struct Fragments {
