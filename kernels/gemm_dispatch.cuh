@@ -199,6 +199,7 @@ struct ExactFloatFamily {
   static constexpr int kMediumBlocksPerSm = 1;      // ... one block per SM (66 slices of largeK: 0.87x
                                                     // torch, against 0.85x with 132)
   static constexpr bool kTransposesRowMajorProducts = false;
+  static constexpr bool kTransposesMisalignedNt = false;
   // Without 16-byte alignment: element copies, each cp.async instruction a warp's run of
   // consecutive elements (no bank conflicts); operands contiguous along K are copied 4 bytes at a
   // time anyway.
@@ -291,6 +292,7 @@ struct MmaFamily {
   static constexpr bool kSplitOnLargeTile = false;
   static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
   static constexpr bool kTransposesRowMajorProducts = false;
+  static constexpr bool kTransposesMisalignedNt = false;
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
   static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
@@ -386,6 +388,10 @@ struct WgmmaFamily {
   // float32: row-major A x row-major B runs as C^T = B^T A^T, whose shared-memory operand (A^T) is
   // K-major, as TF32 wgmma needs (gemm_wgmma.cuh).
   static constexpr bool kTransposesRowMajorProducts = std::is_same_v<T, float>;
+  // TF32's x @ W^T without 16-byte alignment runs as C^T = W x^T as well: its B (x's rows) and its
+  // A (W's rows) then come by residue-class boxes (kClassBoxes), B's lines permuted by class as the
+  // column-major result's lines.
+  static constexpr bool kTransposesMisalignedNt = Input::kRoundingBulkB;
 
   // The tile a layout runs: a float32 B that is MN-major in the kernel (A^T x B) is transposed
   // by the producer, whose work then sets the pace; two producer warpgroups there (H100, against
@@ -435,8 +441,9 @@ struct WgmmaFamily {
                                      args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
       if constexpr (kClassBoxes<Tile, kVec, kARowMajor, kBRowMajor, kTransposedOut>) {
         if (class_grid_fits<Tile>(args.splits, args.batch, args.m)) {
-          const ResidueClassMaps maps = class_maps<Tile>(args.a, args.lda, args.batch_stride_a, args.b, args.ldb,
-                                                         args.batch_stride_b, args.batch, args.m, args.n, args.k);
+          const ResidueClassMaps maps = class_maps<Tile, kARowMajor>(args.a, args.lda, args.batch_stride_a, args.b,
+                                                                     args.ldb, args.batch_stride_b, args.batch, args.m,
+                                                                     args.n, args.k);
           constexpr int kClassSmem = wgmma_smem_bytes<Input, Tile, kMode, kARowMajor, kBRowMajor, true>();
           static_assert(kClassSmem <= kHopperMaxSmem, "residue-class stages fit the shared memory");
           if (maps.valid)
@@ -465,25 +472,26 @@ struct WgmmaFamily {
   // (bench/NOTES.md item 112).
   template <class Tile, bool kVec, bool kBRowMajor>
   static constexpr bool kBulkB = Tile::kSpecialized && kVec && !kBRowMajor && Input::kRoundingBulkB;
-  // TF32's C^T products (row-major A x row-major B) without 16-byte alignment on the large tile:
-  // both operands by bulk tensor copies of their lines' residue classes (ResidueClassLoader),
-  // where K is not split and the maps fit; else element-wise cp.async and the rounding pass.
+  // TF32's C^T products (row-major A x row-major B, and x @ W^T) without 16-byte alignment on the
+  // large tile: both operands by bulk tensor copies of their lines' residue classes
+  // (ResidueClassLoader; the kernel's A MN-major, or K-major: W), where K is not split and the maps
+  // fit; else element-wise cp.async and the rounding pass.
   template <class Tile, bool kVec, bool kARowMajor, bool kBRowMajor, bool kTransposedOut>
-  static constexpr bool kClassBoxes = Input::kRoundingBulkB && !kVec && !kARowMajor && !kBRowMajor &&
-                                      kTransposedOut && Tile::kSpecialized && !Tile::kPersistent && Tile::BN == 256;
+  static constexpr bool kClassBoxes = Input::kRoundingBulkB && !kVec && !kBRowMajor && kTransposedOut &&
+                                      Tile::kSpecialized && !Tile::kPersistent && Tile::BN == 256;
   // Its grid: K not split, clusters of two blocks along the rows of tiles (ResidueClassLoader),
   // which the grid's 65535 rows must hold, and one work item a block (the grid holds every matrix).
   template <class Tile>
   static bool class_grid_fits(int64_t splits, int64_t batch, int64_t m) {
     return splits == 1 && batch <= 65535 && (m + Tile::BM - 1) / Tile::BM < 65535;
   }
-  template <class Tile>
+  template <class Tile, bool kARowMajor>
   static ResidueClassMaps class_maps(const void* a, int64_t lda, int64_t batch_stride_a, const void* b, int64_t ldb,
                                      int64_t batch_stride_b, int64_t batch, int64_t m, int64_t n, int64_t k) {
-    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK>;
-    return make_residue_class_maps(static_cast<const float*>(a), lda, batch_stride_a, static_cast<const float*>(b),
-                                   ldb, batch_stride_b, batch, m, n, k, Classes::kALineElems, Classes::kALines,
-                                   Tile::BK, Classes::kClassLines);
+    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK, kARowMajor>;
+    return make_residue_class_maps(static_cast<const float*>(a), lda, batch_stride_a, kARowMajor,
+                                   static_cast<const float*>(b), ldb, batch_stride_b, batch, m, n, k,
+                                   Classes::kALineElems, Classes::kALines, Tile::BK, Classes::kClassLines);
   }
   // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
   // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
@@ -501,11 +509,13 @@ struct WgmmaFamily {
     } else {
       using Tile = LayoutTile<TableTile, false, kVec>;
       describe_layout<Tile, kVec>(s, p);
-      if (kClassBoxes<Tile, kVec, false, false, true> && !p.a.row_major && p.c_transposed &&
-          class_grid_fits<Tile>(1, p.batch, p.m) &&
-          class_maps<Tile>(p.a.data, p.a.ld, p.a.batch_stride, p.b.data, p.b.ld, p.b.batch_stride, p.batch, p.m, p.n,
-                           p.k)
-              .valid)
+      auto maps_valid = [&](auto a_row) {
+        return class_maps<Tile, decltype(a_row)::value>(p.a.data, p.a.ld, p.a.batch_stride, p.b.data, p.b.ld,
+                                                        p.b.batch_stride, p.batch, p.m, p.n, p.k)
+            .valid;
+      };
+      if (kClassBoxes<Tile, kVec, false, false, true> && p.c_transposed && class_grid_fits<Tile>(1, p.batch, p.m) &&
+          (p.a.row_major ? maps_valid(std::true_type{}) : maps_valid(std::false_type{})))
         s << "; where K is not split, both operands' tiles by bulk tensor copies (TMA) of their lines' four residue "
              "classes (lines 4 apart share their misalignment) through TFLOAT32 tensor maps, which round them on "
              "the way: B's lines permuted by class, four sets of A fragments shifted in k, four m64n"
@@ -731,8 +741,10 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, const D
                                     decltype(transposed)::value>(args, device, stream);
             STD_CUDA_KERNEL_LAUNCH_CHECK();
           };
-          // Transposed products come out of orient() with both operands column-major.
-          if constexpr (Family::kTransposesRowMajorProducts && !kARow && !kBRow)
+          // Transposed products come out of orient() with B column-major, A column-major (or
+          // row-major: x @ W^T without 16-byte alignment).
+          if constexpr ((Family::kTransposesRowMajorProducts && !kARow && !kBRow) ||
+                        (Family::kTransposesMisalignedNt && kARow && !kBRow && !std::decay_t<decltype(vec)>::value))
             with_bool(p.c_transposed, launch);
           else
             launch(std::false_type{});
@@ -744,14 +756,19 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, const D
 
 // The problem as the family runs it: row-major A x row-major B as C^T = B^T A^T where the family
 // wants that (B^T and A^T are B's and A's memory read column-major; the kernel writes its n x m
-// result column-major, which is C row-major).
+// result column-major, which is C row-major), and x @ W^T without 16-byte alignment as C^T = W x^T
+// where the family wants that (W row-major, x^T column-major).
 template <class Family>
 GemmProblem orient(const GemmProblem& p) {
-  if (!Family::kTransposesRowMajorProducts || !p.a.row_major || !p.b.row_major) return p;
+  constexpr int64_t kVecWidth = 16 / sizeof(typename Family::T);
+  const bool misaligned_nt = Family::kTransposesMisalignedNt && p.a.row_major && !p.b.row_major &&
+                             !(vectorizable(p.a, p.k, kVecWidth) && vectorizable(p.b, p.k, kVecWidth));
+  if (!(Family::kTransposesRowMajorProducts && p.a.row_major && p.b.row_major) && !misaligned_nt) return p;
   GemmProblem q = p;
   q.a = p.b;
   q.b = p.a;
-  q.a.row_major = q.b.row_major = false;
+  q.a.row_major = misaligned_nt;  // W^T's memory is W row-major; the rest read column-major
+  q.b.row_major = false;
   q.m = p.n;
   q.n = p.m;
   q.c_transposed = true;
@@ -788,8 +805,9 @@ std::string describe_family(const GemmProblem& problem, const DeviceLimits& devi
   std::ostringstream s;
   s << "kernel: " << Family::kName << "\n";
   if (p.c_transposed)
-    s << "operands: computed as C^T = B^T A^T (" << p.m << " x " << p.n
-      << ", written column-major), so that the shared-memory operand is K-major\n";
+    s << "operands: computed as C^T = B^T A^T (" << p.m << " x " << p.n << ", written column-major), "
+      << (p.a.row_major ? "so that A's rows, without 16-byte alignment, are the lines of the kernel's B\n"
+                        : "so that the shared-memory operand is K-major\n");
   with_table<Family>(plan.vec, [&](auto vec, auto tiles) {
     with_tile<decltype(tiles)>(plan.tile, [&](auto shape) {
       s << "tile " << plan.tile << ": ";

@@ -180,7 +180,7 @@ constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, bool kClassBoxes = false>
 constexpr int wgmma_stage_bytes() {
   if constexpr (kClassBoxes) {
-    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK>;
+    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK, kARowMajor>;
     return Tile::kStages * (Classes::kAStageElems + Classes::kBStageElems) * static_cast<int>(sizeof(float));
   }
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
@@ -231,9 +231,9 @@ constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
 // kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
 // TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
-// kClassBoxes (TF32, warp-specialized, MN-major A and K-major B without 16-byte alignment, C^T
-// products): both operands' tiles by bulk tensor copies of their residue classes through b_map's
-// maps (ResidueClassLoader), B's lines permuted by class.
+// kClassBoxes (TF32, warp-specialized, K-major B without 16-byte alignment, C^T products; A
+// MN-major, or K-major from x @ W^T): both operands' tiles by bulk tensor copies of their residue
+// classes through b_map's maps (ResidueClassLoader), B's lines permuted by class.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
           bool kTransposedOut = false, bool kBulkB = false, bool kClassBoxes = false>
@@ -258,10 +258,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using BLoader =
         std::conditional_t<kBulkB, Tf32BulkLoader<BN, BK>,
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
-    using Classes = ResidueClassLoader<BM, BN, BK>;
-    static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kARowMajor && !kBRowMajor &&
+    using Classes = ResidueClassLoader<BM, BN, BK, kARowMajor>;
+    static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kBRowMajor &&
                                    kTransposedOut && Input::kRoundingBulkB && !kBulkB),
-                  "residue-class boxes: TF32's C^T products (MN-major A, K-major B) in the warp-specialized pipeline");
+                  "residue-class boxes: TF32's C^T products (K-major B) in the warp-specialized pipeline");
     using AOperands = std::conditional_t<kClassBoxes, typename Classes::template Fragments<kSteps>,
                                          typename Input::template AOperands<kSteps>>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // fragments), then the products (issue_tile). fresh: promoted sums start each period of
     // kPromoteTiles from zero.
     // kClassBoxes: this thread's A elements for each class of B (Classes::class_offsets).
-    int class_offset[kResidueClasses];
+    typename Classes::Offsets class_offset;
     if constexpr (kClassBoxes)
       Classes::class_offsets(class_offset, b_map,
                              fragment_row<kRows>(group * 64 + (warp % 4) * 16, tid % 32 / 4, 0), tid % 4);
@@ -524,7 +524,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if constexpr (kClassBoxes) {
             if (i == ring) {  // the item's first tile: its windows of B reach before k = 0
               sync::mbarrier_wait(first_landed, static_cast<uint32_t>(items - 1) & 1);
-              classes.finish_first(b_stages + s * kBStageElems, load_tid, Tile::kLoadThreads);
+              classes.finish_first(a_stages + s * kAStageElems, b_stages + s * kBStageElems, load_tid,
+                                   Tile::kLoadThreads);
             }
           } else {
             a_loader.finish(a_stages + s * kAStageElems);

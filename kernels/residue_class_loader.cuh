@@ -10,9 +10,11 @@
 // wgmma's columns are the tile's lines permuted by class (column c BN / 4 + j is line 4 j + c: the
 // epilogue writes them back in order, Lines), and the products of class c take A's k shifted by shift_c:
 // four sets of register A fragments, four m64n(BN / 4) wgmmas per k step.
-//   A (MN-major, lines k): class d's box holds kALines of its lines (the tile's, and the line
-// below k0 that the shifted windows of B reach) by BM + 4 elements from m0 - shift_d, dense
-// lines without swizzle; a fragment reads each element where its class put it.
+//   A, dense lines without swizzle, each element read where its class put it. MN-major (lines k;
+// row-major products): class d's box holds kALines of its lines (the tile's, and the line below
+// k0 that the shifted windows of B reach) by BM + 4 elements from m0 - shift_d. K-major (lines m,
+// kAKMajor; x @ W^T products): class d's box holds the tile's BM / 4 lines of the class by BK + 12
+// elements from k0 - 4 - shift_d (B's windows reach 3 before k0).
 //   Blocks run in clusters of two whose tiles share B's lines (rows m0 and m0 + BM of the output's
 // transpose): each copies two of B's four classes into both blocks' stages (TMA multicast), which
 // halves B's requests to the L2, whose tag lookups set the pace (bench/NOTES.md item 119). A
@@ -22,7 +24,8 @@
 // block of the cluster could copy its first tiles into stages that this block's staged epilogue
 // still writes over.
 //   The first tile's windows of B start before k = 0: the elements there belong to the line before
-// (or precede the matrix) and are zeroed once landed (finish_first), before the tile is published.
+// (or precede the matrix) and are zeroed once landed (finish_first), before the tile is published;
+// so are a K-major A's (a value there, inf or NaN, times B's zeros would not vanish).
 #pragma once
 
 #include <cstdint>
@@ -39,11 +42,17 @@ namespace tiledmm {
 constexpr int kResidueClasses = 4;  // float32 lines 4 apart share their misalignment
 constexpr int kClassClusterBlocks = 2;  // blocks sharing B's tiles
 
-template <int BM, int BN, int BK>
+template <int BM, int BN, int BK, bool kAKMajor = false>
 struct ResidueClassLoader {
   static constexpr int kClassLines = BN / kResidueClasses;  // B lines of a class in a tile
-  static constexpr int kALines = BK / kResidueClasses + 1;  // A lines of a class in a stage
-  static constexpr int kALineElems = BM + 4;                // A's box: m0 - shift ... m0 - shift + BM + 3
+  // A lines of a class in a stage, and their elements (the box, from the class's aligned start):
+  // MN-major, m0 - shift ... m0 - shift + BM + 3; K-major, k0 - 4 - shift ... k0 + BK + 7 - shift
+  // (k0 + BK + 2 - shift would do: 44 elements are 12 words past a multiple of 32, so that a load's
+  // rows 4 apart, on consecutive lines of one class, start in 8 distinct groups of 4 banks).
+  static constexpr int kALines = kAKMajor ? BM / kResidueClasses : BK / kResidueClasses + 1;
+  static constexpr int kALineElems = kAKMajor ? BK + 12 : BM + 4;
+  // Where A's element k0 + i of a line of class d lies in its line: kAFirstK + shift_d + i (K-major).
+  static constexpr int kAFirstK = 4;
   // A class's lines, rounded up to 128 bytes (a box's alignment in shared memory).
   static constexpr int kAClassElems = (kALines * kALineElems + 31) / 32 * 32;
   using BTile = Swizzle128Tile<float, BN, BK>;  // line n (permuted by class), element k
@@ -52,7 +61,8 @@ struct ResidueClassLoader {
   static constexpr uint32_t kABytes = kResidueClasses * kALines * kALineElems * sizeof(float);
   static constexpr uint32_t kBBytes = BTile::kElems * sizeof(float);
   // Boxes of one 128-byte row of k by whole swizzle atoms, at most 256 elements a side.
-  static constexpr bool kFits = BK == 32 && BN % (8 * kResidueClasses) == 0 && kClassLines <= 256 && kALineElems <= 256;
+  static constexpr bool kFits = BK == 32 && BN % (8 * kResidueClasses) == 0 && BM % (8 * kResidueClasses) == 0 &&
+                                kClassLines <= 256 && kALineElems <= 256;
 
   const ResidueClassMaps* maps = nullptr;
   int m0 = 0, n_line0 = 0, a_matrix = 0, b_matrix = 0;
@@ -80,9 +90,16 @@ struct ResidueClassLoader {
       else sync::mbarrier_expect_tx(landed, kABytes + kBBytes);
       const int kk = static_cast<int>(k);
 #pragma unroll
-      for (int c = 0; c < kResidueClasses; ++c)  // A's lines k0 - 4 ... k0 + BK - 1 of class c: 4 j + c from j = k0 / 4 - 1
-        ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, m0, kk / kResidueClasses - 1,
-                              a_matrix);
+      for (int c = 0; c < kResidueClasses; ++c) {
+        // MN-major: A's lines k0 - 4 ... k0 + BK - 1 of class c, 4 j + c from j = k0 / 4 - 1; K-major:
+        // the tile's lines m0 + 4 j + c, from element k0 - kAFirstK.
+        if constexpr (kAKMajor)
+          ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, kk - kAFirstK, m0 / kResidueClasses,
+                                a_matrix);
+        else
+          ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, m0, kk / kResidueClasses - 1,
+                                a_matrix);
+      }
       constexpr uint16_t kCluster = (1u << kClassClusterBlocks) - 1;
 #pragma unroll
       for (int q = 0; q < kResidueClasses / kClassClusterBlocks; ++q) {
@@ -99,11 +116,19 @@ struct ResidueClassLoader {
     for (int c = 0; c < kResidueClasses; ++c) s = maps.b_shift[c] > s ? maps.b_shift[c] : s;
     return s;
   }
-  // A work item's first tile (k0 = 0), landed: each B line's elements before k = 0 zeroed.
-  __device__ __forceinline__ void finish_first(float* b_stage, int tid, int threads) const {
+  // A work item's first tile (k0 = 0), landed: each B line's elements before k = 0 zeroed, and a
+  // K-major A's (an MN-major A's lines before k = 0 are outside its maps: zeros already).
+  __device__ __forceinline__ void finish_first(float* a_stage, float* b_stage, int tid, int threads) const {
     for (int l = tid; l < BN; l += threads) {
       const int shift = maps->b_shift[l / kClassLines];
       for (int e = 0; e < shift; ++e) b_stage[BTile::offset(l, e)] = 0.0f;
+    }
+    if constexpr (kAKMajor) {
+      for (int l = tid; l < kResidueClasses * kALines; l += threads) {
+        const int d = l / kALines;
+        float* line = a_stage + d * kAClassElems + l % kALines * kALineElems;
+        for (int e = 0; e < kAFirstK + maps->a_shift[d]; ++e) line[e] = 0.0f;
+      }
     }
   }
 
@@ -115,38 +140,54 @@ struct ResidueClassLoader {
   };
 
   // Register A for the products of B's class c, k step s: this warp's slice of the m64k8 TF32
-  // fragment (mma.sync m16n8k8's A layout), this thread's rows m_row and m_row + 1
-  // (FragmentRows::kSpread: a warp's pairs 4 rows apart, so that the eight pairs of one line and
-  // the four lines of a load, whose classes' shifts differ where ld is odd, fall in 32 distinct
-  // banks) at k = 8 s + t4 - shift_c (+ 4).
-  // offset[c]: this thread's element (row m_row, k = t4 - shift_c) in the A stage, from class_offsets.
+  // fragment (mma.sync m16n8k8's A layout), this thread's rows m_row and m_row + 1 at
+  // k = 8 s + t4 - shift_c (+ 4), rows FragmentRows::kSpread (a warp's pairs 4 rows apart). MN-major:
+  // the eight pairs of one line and the four lines of a load, whose classes' shifts differ where ld
+  // is odd, fall in 32 distinct banks. K-major: a row's elements lie along its own line (the two rows
+  // of a pair in consecutive classes), a load's eight rows on consecutive lines of one class, each
+  // in 4 banks of its own (kALineElems).
+  // Offsets::row[c][h]: this thread's element (row m_row + h, k = t4 - shift_c) in the A stage, from
+  // class_offsets (MN-major: row m_row only; row m_row + 1 follows it).
   template <int kSteps>
   struct Fragments {
     uint32_t r[kSteps][kResidueClasses][4];
   };
-  __device__ __forceinline__ static void class_offsets(int (&offset)[kResidueClasses], const ResidueClassMaps& maps,
-                                                      int m_row, int t4) {
+  struct Offsets {
+    int row[kResidueClasses][kAKMajor ? 2 : 1];
+  };
+  __device__ __forceinline__ static void class_offsets(Offsets& offset, const ResidueClassMaps& maps, int m_row,
+                                                      int t4) {
 #pragma unroll
     for (int c = 0; c < kResidueClasses; ++c) {
-      const int kr = t4 - maps.b_shift[c];  // -3 ... 3
-      const int d = kr & (kResidueClasses - 1), line = (kr >> 2) + 1;  // A's class and line within its box
-      offset[c] = d * kAClassElems + line * kALineElems + maps.a_shift[d] + m_row;
+      if constexpr (kAKMajor) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = m_row + h, d = row % kResidueClasses;
+          offset.row[c][h] = d * kAClassElems + row / kResidueClasses * kALineElems + kAFirstK + maps.a_shift[d] + t4 -
+                             maps.b_shift[c];
+        }
+      } else {
+        const int kr = t4 - maps.b_shift[c];  // -3 ... 3
+        const int d = kr & (kResidueClasses - 1), line = (kr >> 2) + 1;  // A's class and line within its box
+        offset.row[c][0] = d * kAClassElems + line * kALineElems + maps.a_shift[d] + m_row;
+      }
     }
   }
   template <int kSteps>
-  __device__ __forceinline__ static void load(Fragments<kSteps>& f, const float* a_stage,
-                                              const int (&offset)[kResidueClasses]) {
+  __device__ __forceinline__ static void load(Fragments<kSteps>& f, const float* a_stage, const Offsets& offset) {
     const uint32_t* words = reinterpret_cast<const uint32_t*>(a_stage);
+    // k + 8 s and k + 4 along a K-major line; MN-major: two lines of the class further, and one.
+    constexpr int kStepK = kAKMajor ? 8 : 2 * kALineElems, kHalfStepK = kStepK / 2;
 #pragma unroll
     for (int s = 0; s < kSteps; ++s)
 #pragma unroll
       for (int c = 0; c < kResidueClasses; ++c) {
-        // k + 8 s is two lines of the class further; k + 4 one more.
-        const uint32_t* p = words + offset[c] + 2 * s * kALineElems;
-        f.r[s][c][0] = p[0];
-        f.r[s][c][1] = p[1];
-        f.r[s][c][2] = p[kALineElems];
-        f.r[s][c][3] = p[kALineElems + 1];
+        const uint32_t* p0 = words + offset.row[c][0] + s * kStepK;
+        const uint32_t* p1 = kAKMajor ? words + offset.row[c][kAKMajor ? 1 : 0] + s * kStepK : p0 + 1;
+        f.r[s][c][0] = p0[0];
+        f.r[s][c][1] = p1[0];
+        f.r[s][c][2] = p0[kHalfStepK];
+        f.r[s][c][3] = p1[kHalfStepK];
       }
   }
 };

@@ -104,35 +104,37 @@ inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t line
 }
 
 // The residue-class maps of TF32 wgmma's operands without 16-byte alignment
-// (residue_class_loader.cuh): for each class c of lines (index mod 4), A's lines k = 4 j + c and
-// B's lines n = 4 j + c as a tensor that starts shift[c] elements before line c, aligned down to
-// 16 bytes, its lines 4 ld apart. TFLOAT32: rounded to TF32 on the way.
+// (residue_class_loader.cuh): for each class c of lines (index mod 4), A's lines 4 j + c (k lines
+// of an MN-major A, m lines of a K-major one) and B's lines n = 4 j + c as a tensor that starts
+// shift[c] elements before line c, aligned down to 16 bytes, its lines 4 ld apart. TFLOAT32:
+// rounded to TF32 on the way.
 struct ResidueClassMaps {
   CUtensorMap a[4], b[4];
   int a_shift[4], b_shift[4];
   bool valid;
 };
 
-// A (MN-major: k lines of m elements, lda apart) and B (K-major: n lines of k, ldb apart), in
-// boxes of a_box_lines lines of a_box_elems elements and of b_box_lines lines of b_box_elems
-// (ResidueClassLoader's); invalid where a map does not fit (a class without lines, a batch stride
-// that is not a multiple of 16 bytes, coordinates past 32 bits).
-inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int64_t batch_stride_a, const float* b,
-                                                int64_t ldb, int64_t batch_stride_b, int64_t batch, int64_t m,
-                                                int64_t n, int64_t k, int a_box_elems, int a_box_lines,
+// A (MN-major: k lines of m elements, lda apart; a_k_major: m lines of k) and B (K-major: n lines
+// of k, ldb apart), in boxes of a_box_lines lines of a_box_elems elements and of b_box_lines lines
+// of b_box_elems (ResidueClassLoader's); invalid where a map does not fit (a class without lines,
+// a batch stride that is not a multiple of 16 bytes, coordinates past 32 bits).
+inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int64_t batch_stride_a, bool a_k_major,
+                                                const float* b, int64_t ldb, int64_t batch_stride_b, int64_t batch,
+                                                int64_t m, int64_t n, int64_t k, int a_box_elems, int a_box_lines,
                                                 int b_box_elems, int b_box_lines) {
   ResidueClassMaps maps{};
   if (m < 4 || n < 4 || k < 4) return maps;
   auto misalignment = [](const float* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / 4); };
   maps.valid = true;
   if (batch == 1) batch_stride_a = batch_stride_b = 0;  // never used: any stride does
+  const int64_t a_line_len = a_k_major ? k : m, a_lines = a_k_major ? m : k;
   for (int c = 0; c < 4; ++c) {
     const float* a_line = a + c * lda;
     const float* b_line = b + c * ldb;
     maps.a_shift[c] = misalignment(a_line);
     maps.b_shift[c] = misalignment(b_line);
-    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], m + maps.a_shift[c], (k - c + 3) / 4, batch,
-                                          4 * lda, batch_stride_a, a_box_elems, a_box_lines,
+    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], a_line_len + maps.a_shift[c], (a_lines - c + 3) / 4,
+                                          batch, 4 * lda, batch_stride_a, a_box_elems, a_box_lines,
                                           CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE);
     const TensorMap bmap = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (n - c + 3) / 4, batch,
                                             4 * ldb, batch_stride_b, b_box_elems, b_box_lines, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,

@@ -14,6 +14,9 @@
 //  5: variant 0 with classes 4 words past a multiple of 32 apart (the four lines of a load in four bank ranges;
 //     the classes overlap: a stride, not a layout)
 //  6: variant 0 at addresses in 32 distinct banks, whatever the layout (the 2-byte loads' floor)
+//  7: A from shared memory instead (MN-major, unswizzled: k rows 16 bytes apart, so that a shift of
+//     q rows is a descriptor 16 q bytes further; as a shift pass over A alone would leave it):
+//     8 m64n32k16 wgmmas a k step, both operands by descriptor
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/rc16 scripts/residue_class16_probe.cu && /tmp/rc16
 #include <cstdio>
@@ -62,6 +65,19 @@ template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma
 __device__ __forceinline__ void bar_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 
+// Unswizzled descriptor (layout type 0): leading and stride byte offsets between core matrices.
+__device__ __forceinline__ uint64_t desc_plain(const void* p, uint32_t lead, uint32_t stride) {
+  uint64_t a = smem_addr(p);
+  return ((a & 0x3FFFF) >> 4) | (uint64_t((lead >> 4) & 0x3FFF) << 16) | (uint64_t((stride >> 4) & 0x3FFF) << 32);
+}
+__device__ __forceinline__ void mma_n32_ss_mn_a(float (&d)[16], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, 1, 1, 1, 1, 0;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b));
+}
 __device__ __forceinline__ void mma_n32_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -123,7 +139,25 @@ __global__ void __launch_bounds__(256, 1) bound(float* out, int k_tiles, int ite
       const int st = t % kStages;
       const uint16_t* as = a_st + st * kAStage;
       const uint16_t* bs = b_st + st * kBStage;
-      if constexpr (kVariant == 3) {
+      if constexpr (kVariant == 7) {
+        // A: 8-element column groups of 72 k rows (16 bytes each, k0 - 8 ... k0 + 63), 1152 bytes
+        // apart; this group's 64 rows are 8 of them. Slot q's products read k rows from 8 - q.
+        if (group == 0 && t > 0) bar_sync(2);
+        if (group == 1) bar_sync(3);
+        wg_fence();
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            mma_n32_ss_mn_a(*reinterpret_cast<float(*)[16]>(acc + 16 * q),
+                            desc_plain(as + group * 8 * 72 * 8 + (16 * s + 8 - q) * 8, 128, 1152),
+                            desc(bs + q * 32 * BK + s * 16, 16, 1024));
+        wg_commit();
+        if (group == 0) bar_arrive(3);
+        if (group == 1) bar_arrive(2);
+        wg_wait<0>();
+        fence_acc(acc);
+      } else if constexpr (kVariant == 3) {
         if (group == 0 && t > 0) bar_sync(2);
         if (group == 1) bar_sync(3);
         wg_fence();
@@ -235,12 +269,12 @@ int main() {
   const double flop = 2.0 * 8205 * 2949 * 5921;
   const char* names[] = {"u16 loads, shared lines", "u32 pair loads (aligned case)", "fragments fixed (wgmmas alone)",
                          "m64n256k16 SS reference", "u16 loads, per set", "u16 loads, classes 4 banks apart",
-                         "u16 loads, 32 distinct banks"};
-  float ms[7] = {run<0>(out, blocks, k_tiles, e0, e1), run<1>(out, blocks, k_tiles, e0, e1),
+                         "u16 loads, 32 distinct banks", "A by descriptor, MN-major, unswizzled"};
+  float ms[8] = {run<0>(out, blocks, k_tiles, e0, e1), run<1>(out, blocks, k_tiles, e0, e1),
                  run<2>(out, blocks, k_tiles, e0, e1), run<3>(out, blocks, k_tiles, e0, e1),
                  run<4>(out, blocks, k_tiles, e0, e1), run<5>(out, blocks, k_tiles, e0, e1),
-                 run<6>(out, blocks, k_tiles, e0, e1)};
-  for (int v = 0; v < 7; ++v)
+                 run<6>(out, blocks, k_tiles, e0, e1), run<7>(out, blocks, k_tiles, e0, e1)};
+  for (int v = 0; v < 8; ++v)
     printf("variant %d %-34s %.3f ms  %.0f TFLOP/s  (3x target 0.708 ms)\n", v, names[v], ms[v], flop / ms[v] / 1e9);
   return 0;
 }

@@ -410,34 +410,47 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
-def _misaligned_operands(case, batch=3, m=203, n=301):
-    """Row-major A (m x 263 or 264) x row-major B whose lines lack 16-byte alignment in ways the
-    residue-class maps see: odd lines (every class shifted differently; one matrix), views
-    starting mid-16-byte block (one shift for A, four for B), lines 2 elements longer than the
-    matrix (two shifts), a batch (its matrices 16-byte multiples apart: m + 1 and m + 3 are
-    multiples of 4) and a broadcast one."""
+def _misaligned_operands(case, batch=3, m=203, n=301, layout="nn"):
+    """Row-major A (m x 263 or 264) x B whose lines lack 16-byte alignment in ways the residue-class
+    maps see: odd lines (every class shifted differently; one matrix), views starting mid-16-byte
+    block (one shift for A, four for a row-major B), lines 2 elements longer than the matrix (two
+    shifts), a batch (its matrices 16-byte multiples apart: m + 1 and m + 3 are multiples of 4) and
+    a broadcast one. B row-major (layout "nn"), or W^T for a W made as A is (layout "nt": x @ W^T)."""
     randn = lambda *shape: torch.randn(*shape, device="cuda")
+
+    def rows(lines):  # lines x 263 or 264, as A
+        if case == "odd":
+            return randn(1, lines, 263)
+        if case == "views":
+            return randn(batch, lines + 3, 268)[:, 3:, 1:264]
+        if case == "ld+2":
+            return randn(batch, lines + 1, 266)[:, 1:, :264]
+        return randn(1, lines, 263).expand(batch, -1, -1)
+
+    if layout == "nt":
+        return rows(m), rows(n).mT
     if case == "odd":
-        return randn(1, m, 263), randn(1, 263, n)
+        return rows(m), randn(1, 263, n)
     if case == "views":
-        return randn(batch, m + 3, 268)[:, 3:, 1:264], randn(batch, 268, n + 4)[:, 2:265, 4:]
+        return rows(m), randn(batch, 268, n + 4)[:, 2:265, 4:]
     if case == "ld+2":
-        return randn(batch, m + 1, 266)[:, 1:, :264], randn(batch, 264, n + 1)[..., :n]
-    return randn(1, m, 263).expand(batch, -1, -1), randn(1, 263, n).expand(batch, -1, -1)
+        return rows(m), randn(batch, 264, n + 1)[..., :n]
+    return rows(m), randn(1, 263, n).expand(batch, -1, -1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
-def test_tf32_residue_class_tiles_round_to_nearest(case, splits):
-    """TF32's large tile takes a row-major product whose lines lack 16-byte alignment (computed
-    transposed: the kernel's A is B^T, MN-major, its B is A, K-major) by bulk tensor copies of each
-    residue class of lines (lines 4 apart share their misalignment) through TFLOAT32 maps, which
-    round on the way: the result is the float32 product of the rounded inputs, with partial tiles
-    along every dimension and B's windows reaching before k = 0. Split K (not taken by that path)
-    gives the same."""
-    a, b = _misaligned_operands(case)
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_tf32_residue_class_tiles_round_to_nearest(layout, case, splits):
+    """TF32's large tile takes a row-major product, or x @ W^T, whose lines lack 16-byte alignment
+    (computed transposed: the kernel's A is B^T, MN-major, or W, K-major; its B is A, K-major) by
+    bulk tensor copies of each residue class of lines (lines 4 apart share their misalignment)
+    through TFLOAT32 maps, which round on the way: the result is the float32 product of the rounded
+    inputs, with partial tiles along every dimension and the windows reaching before k = 0. Split K
+    (not taken by that path) gives the same."""
+    a, b = _misaligned_operands(case, layout=layout)
     shape = (a.shape[0], a.shape[1], b.shape[2])
     out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, 0, splits, 2), shape, torch.float32, "cuda")
     exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
@@ -460,13 +473,16 @@ def test_tf32_residue_class_more_matrices_than_the_grid():
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
-def test_tf32_explain_names_residue_classes(case):
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_tf32_explain_names_residue_classes(layout, case):
     """tiledmm.explain names the residue-class copies where the large tile runs them; aligned
     operands and other precisions do not take them."""
-    a, b = _misaligned_operands(case, batch=2, m=2051, n=3001)  # a large output: the large tile
+    a, b = _misaligned_operands(case, batch=2, m=2051, n=3001, layout=layout)  # a large output: the large tile
     assert CLASS_BOXES in tiledmm.explain(a, b, precision="tf32")
     assert CLASS_BOXES not in tiledmm.explain(a, b, precision="3xtf32")
     aligned_a, aligned_b = torch.randn(60, 200, 264, device="cuda"), torch.randn(60, 264, 304, device="cuda")
+    if layout == "nt":
+        aligned_b = torch.randn(60, 304, 264, device="cuda").mT
     assert CLASS_BOXES not in tiledmm.explain(aligned_a, aligned_b, precision="tf32")
 
 
@@ -485,6 +501,27 @@ def test_tf32_residue_class_windows_before_k0(value):
     finite = torch.isfinite(a).all(dim=1)
     exact = rounded_to_tf32(a[finite]).double() @ rounded_to_tf32(b).double()
     assert rel_err(out[finite], exact) < 2e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_tf32_residue_class_windows_before_k0_both_operands(value):
+    """x @ W^T: the windows of a misaligned line of either operand (both K-major) start up to 3
+    elements (W's, with its shift, up to 7) before it, in the line before: a non-finite value at
+    the end of a line of x reaches its own output row only, one of W its own output column only."""
+    x, w = torch.randn(261, 263, device="cuda"), torch.randn(301, 263, device="cuda")
+    rows, columns = [0, 5, 6, 7, 130], [0, 3, 4, 5, 6, 7, 200]
+    x[rows, -1] = value
+    w[columns, -1] = value
+    out = torch.ops.tiledmm._bmm_with_config(x[None], w.mT[None], 0, 1, 2)[0]
+    expected_bad = torch.zeros_like(out, dtype=torch.bool)
+    expected_bad[rows, :] = True
+    expected_bad[:, columns] = True
+    assert torch.equal(~torch.isfinite(out), expected_bad)
+    finite_x, finite_w = torch.isfinite(x).all(dim=1), torch.isfinite(w).all(dim=1)
+    exact = rounded_to_tf32(x[finite_x]).double() @ rounded_to_tf32(w[finite_w]).double().T
+    assert rel_err(out[finite_x][:, finite_w], exact) < 2e-5
 
 
 def _unusual_stride_operands(case):
