@@ -20,7 +20,7 @@ enum class FragmentRows : int {
             // load, load_a; one 8-byte store of a column-major output tile)
   kSpread,  // paired, but the pairs of a warpgroup's four warps interleaved: warp w's pair g at rows
             // 32 (w / 2) + 4 g + 2 (w % 2) of the group's 64, so that a warp's pairs are 4 rows apart
-            // (ResidueClassLoader: a warp's 32-bit loads from four lines of A in distinct banks)
+            // (ResidueClassLoader: a warp's 32-bit loads from the lines of A in distinct banks)
 };
 // The row that fragment row (g, half) of the warp whose first row would be row0 (kPlain's: a
 // multiple of 16; the group's 64 rows start at a multiple of 64) holds.

@@ -23,8 +23,9 @@
 // aligned in the warp-specialized tiles, copied by the TMA through a TFLOAT32 tensor map, which
 // rounds it on the way (kBulkB).
 // The dispatcher runs row-major A x row-major B (whose B is MN-major) as C^T = B^T A^T, which
-// makes the shared-memory operand K-major; the result is then written column-major
-// (kTransposedOut).
+// makes the shared-memory operand K-major, and TF32's x @ W^T without 16-byte alignment as
+// C^T = W x^T, whose x lines are then the residue-class path's B lines; the result is then written
+// column-major (kTransposedOut).
 #pragma once
 
 #include <cstdint>
@@ -332,11 +333,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     };
     // Register A read from a stage contiguous along m pairs its fragment rows (fragment_row): one
     // 8-byte load for two rows, and, as the accumulators' rows follow A's, one 8-byte store for
-    // two outputs of a column-major tile (C^T products: A^T is always contiguous along m there).
-    // A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
+    // two outputs of a column-major tile (the C^T products of row-major operands, whose A^T is
+    // contiguous along m). A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
     // 2.60x, TF32 transA 0.70x -> 0.76x; bench/NOTES.md item 98.)
     constexpr bool kPairedRows = Input::kARegisters && !kARowMajor;
-    // kClassBoxes reads A by 32-bit loads from four lines at once: pairs spread across the warps.
+    // kClassBoxes reads A by 32-bit loads from several lines at once (an MN-major A's four, a K-major
+    // A's eight): pairs spread across the warps, so that the loads fill 32 banks.
     constexpr FragmentRows kRows = kClassBoxes    ? FragmentRows::kSpread
                                    : kPairedRows ? FragmentRows::kPaired
                                                  : FragmentRows::kPlain;
@@ -522,7 +524,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         auto publish = [&](int64_t i) {  // tile i of the ring, once its copies have landed
           const int s = static_cast<int>(i % kStages);
           if constexpr (kClassBoxes) {
-            if (i == ring) {  // the item's first tile: its windows of B reach before k = 0
+            if (i == ring) {  // the item's first tile: its windows of B (and of a K-major A) reach before k = 0
               sync::mbarrier_wait(first_landed, static_cast<uint32_t>(items - 1) & 1);
               classes.finish_first(a_stages + s * kAStageElems, b_stages + s * kBStageElems, load_tid,
                                    Tile::kLoadThreads);

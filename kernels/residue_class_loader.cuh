@@ -60,8 +60,9 @@ struct ResidueClassLoader {
   static constexpr int kBStageElems = BTile::kElems;
   static constexpr uint32_t kABytes = kResidueClasses * kALines * kALineElems * sizeof(float);
   static constexpr uint32_t kBBytes = BTile::kElems * sizeof(float);
-  // Boxes of one 128-byte row of k by whole swizzle atoms, at most 256 elements a side.
-  static constexpr bool kFits = BK == 32 && BN % (8 * kResidueClasses) == 0 && BM % (8 * kResidueClasses) == 0 &&
+  // Boxes of one 128-byte row of k by whole swizzle atoms (B), of the tile's rows shared evenly by
+  // the classes (a K-major A), at most 256 elements a side.
+  static constexpr bool kFits = BK == 32 && BN % (8 * kResidueClasses) == 0 && BM % kResidueClasses == 0 &&
                                 kClassLines <= 256 && kALineElems <= 256;
 
   const ResidueClassMaps* maps = nullptr;
@@ -92,7 +93,8 @@ struct ResidueClassLoader {
 #pragma unroll
       for (int c = 0; c < kResidueClasses; ++c) {
         // MN-major: A's lines k0 - 4 ... k0 + BK - 1 of class c, 4 j + c from j = k0 / 4 - 1; K-major:
-        // the tile's lines m0 + 4 j + c, from element k0 - kAFirstK.
+        // the tile's lines m0 + 4 j + c, from the class's coordinate k0 - kAFirstK (element
+        // k0 - kAFirstK - shift_c of the line).
         if constexpr (kAKMajor)
           ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, kk - kAFirstK, m0 / kResidueClasses,
                                 a_matrix);

@@ -81,7 +81,8 @@ TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
 // box as dense lines; 128B in wgmma's 128-byte-swizzled layout (Swizzle128Tile, lines of 128
 // bytes). Invalid where the start or a stride is not a multiple of 16 bytes, or a coordinate
 // would pass 32 bits.
-//   Users: gemm_tiled's row-major B (FLOAT32, unswizzled), TF32 wgmma's K-major B (TFLOAT32, 128B).
+//   Users: gemm_tiled's row-major B (FLOAT32, unswizzled), TF32 wgmma's K-major B (TFLOAT32, 128B),
+// and the residue-class maps below (TFLOAT32: A unswizzled, MN-major or K-major; B 128B).
 inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
                                   int64_t batch_stride, int box_elems, int box_lines, CUtensorMapDataType type,
                                   CUtensorMapSwizzle swizzle) {

@@ -414,19 +414,25 @@ def _misaligned_operands(case, batch=3, m=203, n=301, layout="nn"):
     """Row-major A (m x 263 or 264) x B whose lines lack 16-byte alignment in ways the residue-class
     maps see: odd lines (every class shifted differently; one matrix), views starting mid-16-byte
     block (one shift for A, four for a row-major B), lines 2 elements longer than the matrix (two
-    shifts), a batch (its matrices 16-byte multiples apart: m + 1 and m + 3 are multiples of 4) and
-    a broadcast one. B row-major (layout "nn"), or W^T for a W made as A is (layout "nt": x @ W^T)."""
+    shifts), a batch (its matrices 16-byte multiples apart: lines of 268 or 266 elements, and B's
+    n + 4 or n + 1 of 268 or 264) and a broadcast one. B row-major (layout "nn"), or W^T for a W
+    made as A is (layout "nt": x @ W^T), or, for x @ W^T only, x and W shifted unlike each other
+    ("mixed": x's views, W's odd lines broadcast) or W aligned ("w-aligned": x's lines 2 longer)."""
     randn = lambda *shape: torch.randn(*shape, device="cuda")
 
-    def rows(lines):  # lines x 263 or 264, as A
-        if case == "odd":
+    def rows(lines, kind=case):  # lines x 263 or 264, as A
+        if kind == "odd":
             return randn(1, lines, 263)
-        if case == "views":
+        if kind == "views":
             return randn(batch, lines + 3, 268)[:, 3:, 1:264]
-        if case == "ld+2":
+        if kind == "ld+2":
             return randn(batch, lines + 1, 266)[:, 1:, :264]
         return randn(1, lines, 263).expand(batch, -1, -1)
 
+    if case == "mixed":
+        return rows(m, "views"), rows(n, "broadcast").mT
+    if case == "w-aligned":
+        return rows(m, "ld+2"), randn(batch, n, 264).mT
     if layout == "nt":
         return rows(m), rows(n).mT
     if case == "odd":
@@ -441,8 +447,9 @@ def _misaligned_operands(case, batch=3, m=203, n=301, layout="nn"):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="wgmma runs on compute capability 9.0 (Hopper) only")
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
-@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize("layout,case", [(layout, case) for layout in ("nn", "nt")
+                                         for case in ("odd", "views", "ld+2", "broadcast")]
+                         + [("nt", "mixed"), ("nt", "w-aligned")])
 def test_tf32_residue_class_tiles_round_to_nearest(layout, case, splits):
     """TF32's large tile takes a row-major product, or x @ W^T, whose lines lack 16-byte alignment
     (computed transposed: the kernel's A is B^T, MN-major, or W, K-major; its B is A, K-major) by
@@ -508,8 +515,9 @@ def test_tf32_residue_class_windows_before_k0(value):
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_tf32_residue_class_windows_before_k0_both_operands(value):
     """x @ W^T: the windows of a misaligned line of either operand (both K-major) start up to 3
-    elements (W's, with its shift, up to 7) before it, in the line before: a non-finite value at
-    the end of a line of x reaches its own output row only, one of W its own output column only."""
+    elements before it, in the line before (W's boxes start up to 4 more before, outside its maps):
+    a non-finite value at the end of a line of x reaches its own output row only, one of W its own
+    output column only."""
     x, w = torch.randn(261, 263, device="cuda"), torch.randn(301, 263, device="cuda")
     rows, columns = [0, 5, 6, 7, 130], [0, 3, 4, 5, 6, 7, 200]
     x[rows, -1] = value
