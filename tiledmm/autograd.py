@@ -6,8 +6,8 @@ called), and only for the inputs that need a gradient. The backward is itself ma
 differentiable operators, so double backward works.
 
 The gradients are computed at the forward's precision (tiledmm/_precision.py). The same rule
-serves the public autograd.Function classes (used by tiledmm.matmul, mm and bmm) and the
-dispatcher operators (torch.ops.tiledmm.*), registered below.
+serves the dispatcher operators (torch.ops.tiledmm.*, registered below; tiledmm.matmul, mm and
+bmm call them) and the public autograd.Function classes MM and BMM.
 """
 
 import torch

@@ -9,7 +9,11 @@ import torch
 
 from . import _precision
 from ._checks import check_pair
-from .autograd import BMM, MM
+
+# The operators themselves: differentiable (their autograd is registered in autograd.py), with
+# less per-call overhead than an autograd.Function around them (whose apply binds the forward's
+# signature on every call).
+_ops = torch.ops.tiledmm
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
     (``torch.backends.cuda.matmul.fp32_precision`` / ``torch.get_float32_matmul_precision()``);
@@ -26,7 +30,7 @@ def mm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None)
     Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
     (accumulated in float32). {precision}
     """
-    return MM.apply(input, mat2, _precision.resolve(precision, input.dtype))
+    return _ops.mm(input, mat2, _precision.resolve(precision, input.dtype))
 
 
 def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
@@ -35,7 +39,7 @@ def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None
     ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
     is read as is, including 0 for a batch dimension made with ``expand``. {precision}
     """
-    return BMM.apply(input, mat2, _precision.resolve(precision, input.dtype))
+    return _ops.bmm(input, mat2, _precision.resolve(precision, input.dtype))
 
 
 def _rows_foldable(x: torch.Tensor) -> bool:
@@ -58,13 +62,26 @@ class _MatmulPlan(NamedTuple):
     notes: list
 
 
-def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
+def _check_matmul(input: torch.Tensor, other: torch.Tensor) -> None:
+    """matmul's operand checks, but for inner dimensions (_check_inner)."""
     check_pair("tiledmm.matmul", input, other)
     if input.dim() == 0 or other.dim() == 0:
         raise RuntimeError(
             "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
             f"{list(input.shape)} and {list(other.shape)}"
         )
+
+
+def _check_inner(input: torch.Tensor, other: torch.Tensor, k: int, other_k: int) -> None:
+    if k != other_k:
+        raise RuntimeError(
+            f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
+            f"other of shape {list(other.shape)} ({k} != {other_k})"
+        )
+
+
+def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
+    _check_matmul(input, other)
     notes = []
     a = input.unsqueeze(0) if input.dim() == 1 else input
     b = other.unsqueeze(-1) if other.dim() == 1 else other
@@ -72,11 +89,7 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
         notes.append("input is 1-D: a row vector, whose dimension is removed from the result")
     if other.dim() == 1:
         notes.append("other is 1-D: a column vector, whose dimension is removed from the result")
-    if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(
-            f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
-            f"other of shape {list(other.shape)} ({a.shape[-1]} != {b.shape[-2]})"
-        )
+    _check_inner(input, other, a.shape[-1], b.shape[-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
 
     if b.dim() == 2 and (a.dim() == 2 or _rows_foldable(a)):
@@ -86,7 +99,8 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
             notes.append(f"the batch dimensions {list(batch)} of input fold into its rows: one mm")
         plan = _MatmulPlan(False, a.reshape(math.prod(a.shape[:-1]), k), b, (), notes)
     else:
-        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        # Equal batch shapes need no broadcasting (torch.broadcast_shapes costs ~20 us a call).
+        batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         count = math.prod(batch)
         a3 = a.expand(*batch, m, k).reshape(count, m, k)  # a view unless batch dims cannot merge
         b3 = b.expand(*batch, k, n).reshape(count, k, n)
@@ -108,6 +122,12 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
     strides; a copy is made only for a matrix whose two last dimensions both have non-unit
     strides, or for broadcast batch dimensions that cannot be merged into one. {precision}
     """
+    if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() == other.dim() == 2:
+        # The common case, one mm as it stands: planned without building a plan (host time per call
+        # counts where products are small).
+        _check_matmul(input, other)
+        _check_inner(input, other, input.shape[1], other.shape[0])
+        return mm(input, other, precision=precision)
     plan = _plan_matmul(input, other)
     product = bmm if plan.batched else mm
     return product(plan.a, plan.b, precision=precision).view(plan.out_shape)
