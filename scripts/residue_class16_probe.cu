@@ -126,14 +126,27 @@ __global__ void __launch_bounds__(256, 1) bound(float* out, int k_tiles, int ite
     float acc[128];
 #pragma unroll
     for (int r = 0; r < 128; ++r) acc[r] = 0.f;
-    uint32_t fixed[2][8][4];
+    // One group's turn at the tensor cores: group 0 waits for group 1's last turn (but at its first),
+    // group 1 for group 0's; issue() runs the wgmmas, committed as one group and waited for.
+    auto turn = [&](bool first, auto issue) {
+      if (group == 0 && !first) bar_sync(2);
+      if (group == 1) bar_sync(3);
+      wg_fence();
+      issue();
+      wg_commit();
+      if (group == 0) bar_arrive(3);
+      if (group == 1) bar_arrive(2);
+      wg_wait<0>();
+      fence_acc(acc);
+    };
+    uint32_t f[2][8][4];  // half a K tile's fragments (variant 2: loaded once)
     if constexpr (kVariant == 2) {
 #pragma unroll
       for (int s = 0; s < 2; ++s)
 #pragma unroll
         for (int q = 0; q < 8; ++q)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) fixed[s][q][j] = lds32(a_st + 2 * (off[(q + j) % 8] / 2));
+          for (int j = 0; j < 4; ++j) f[s][q][j] = lds32(a_st + 2 * (off[(q + j) % 8] / 2));
     }
     for (int t = 0; t < k_tiles; ++t) {
       const int st = t % kStages;
@@ -142,44 +155,25 @@ __global__ void __launch_bounds__(256, 1) bound(float* out, int k_tiles, int ite
       if constexpr (kVariant == 7) {
         // A: 8-element column groups of 72 k rows (16 bytes each, k0 - 8 ... k0 + 63), 1152 bytes
         // apart; this group's 64 rows are 8 of them. Slot q's products read k rows from 8 - q.
-        if (group == 0 && t > 0) bar_sync(2);
-        if (group == 1) bar_sync(3);
-        wg_fence();
+        turn(t == 0, [&] {
 #pragma unroll
-        for (int s = 0; s < 4; ++s)
+          for (int s = 0; s < 4; ++s)
 #pragma unroll
-          for (int q = 0; q < 8; ++q)
-            mma_n32_ss_mn_a(*reinterpret_cast<float(*)[16]>(acc + 16 * q),
-                            desc_plain(as + group * 8 * 72 * 8 + (16 * s + 8 - q) * 8, 128, 1152),
-                            desc(bs + q * 32 * BK + s * 16, 16, 1024));
-        wg_commit();
-        if (group == 0) bar_arrive(3);
-        if (group == 1) bar_arrive(2);
-        wg_wait<0>();
-        fence_acc(acc);
+            for (int q = 0; q < 8; ++q)
+              mma_n32_ss_mn_a(*reinterpret_cast<float(*)[16]>(acc + 16 * q),
+                              desc_plain(as + group * 8 * 72 * 8 + (16 * s + 8 - q) * 8, 128, 1152),
+                              desc(bs + q * 32 * BK + s * 16, 16, 1024));
+        });
       } else if constexpr (kVariant == 3) {
-        if (group == 0 && t > 0) bar_sync(2);
-        if (group == 1) bar_sync(3);
-        wg_fence();
+        turn(t == 0, [&] {
 #pragma unroll
-        for (int s = 0; s < 4; ++s) mma_n256_ss(acc, desc(as + group * 64 * BK + s * 16, 16, 1024), desc(bs + s * 16, 16, 1024));
-        wg_commit();
-        if (group == 0) bar_arrive(3);
-        if (group == 1) bar_arrive(2);
-        wg_wait<0>();
-        fence_acc(acc);
+          for (int s = 0; s < 4; ++s)
+            mma_n256_ss(acc, desc(as + group * 64 * BK + s * 16, 16, 1024), desc(bs + s * 16, 16, 1024));
+        });
       } else {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          uint32_t f[2][8][4];
-          if constexpr (kVariant == 2) {
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-              for (int q = 0; q < 8; ++q)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) f[s][q][j] = fixed[s][q][j];
-          } else {
+          if constexpr (kVariant != 2) {
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
               const int line = 2 * (2 * h + s) * kALineElems;  // k16 further: two lines of each class
@@ -216,20 +210,14 @@ __global__ void __launch_bounds__(256, 1) bound(float* out, int k_tiles, int ite
               }
             }
           }
-          if (group == 0 && (t > 0 || h > 0)) bar_sync(2);
-          if (group == 1) bar_sync(3);
-          wg_fence();
+          turn(t == 0 && h == 0, [&] {
 #pragma unroll
-          for (int s = 0; s < 2; ++s)
+            for (int s = 0; s < 2; ++s)
 #pragma unroll
-            for (int q = 0; q < 8; ++q)
-              mma_n32_rs(*reinterpret_cast<float(*)[16]>(acc + 16 * q), f[s][q],
-                         desc(bs + q * 32 * BK + (2 * h + s) * 16, 16, 1024));
-          wg_commit();
-          if (group == 0) bar_arrive(3);
-          if (group == 1) bar_arrive(2);
-          wg_wait<0>();
-          fence_acc(acc);
+              for (int q = 0; q < 8; ++q)
+                mma_n32_rs(*reinterpret_cast<float(*)[16]>(acc + 16 * q), f[s][q],
+                           desc(bs + q * 32 * BK + (2 * h + s) * 16, 16, 1024));
+          });
         }
       }
     }
