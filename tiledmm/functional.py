@@ -62,16 +62,6 @@ class _MatmulPlan(NamedTuple):
     notes: list
 
 
-def _check_matmul(input: torch.Tensor, other: torch.Tensor) -> None:
-    """matmul's operand checks, but for inner dimensions (_check_inner)."""
-    check_pair("tiledmm.matmul", input, other)
-    if input.dim() == 0 or other.dim() == 0:
-        raise RuntimeError(
-            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
-            f"{list(input.shape)} and {list(other.shape)}"
-        )
-
-
 def _check_inner(input: torch.Tensor, other: torch.Tensor, k: int, other_k: int) -> None:
     if k != other_k:
         raise RuntimeError(
@@ -81,7 +71,12 @@ def _check_inner(input: torch.Tensor, other: torch.Tensor, k: int, other_k: int)
 
 
 def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
-    _check_matmul(input, other)
+    check_pair("tiledmm.matmul", input, other)
+    if input.dim() == 0 or other.dim() == 0:
+        raise RuntimeError(
+            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
     notes = []
     a = input.unsqueeze(0) if input.dim() == 1 else input
     b = other.unsqueeze(-1) if other.dim() == 1 else other
@@ -125,7 +120,7 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
     if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() == other.dim() == 2:
         # The common case, one mm as it stands: planned without building a plan (host time per call
         # counts where products are small).
-        _check_matmul(input, other)
+        check_pair("tiledmm.matmul", input, other)
         _check_inner(input, other, input.shape[1], other.shape[0])
         return mm(input, other, precision=precision)
     plan = _plan_matmul(input, other)
