@@ -200,6 +200,7 @@ struct ExactFloatFamily {
                                                     // torch, against 0.85x with 132)
   static constexpr bool kTransposesRowMajorProducts = false;
   static constexpr bool kTransposesMisalignedNt = false;
+  static constexpr bool kClassTiles = false;
   // Without 16-byte alignment: element copies, each cp.async instruction a warp's run of
   // consecutive elements (no bank conflicts); operands contiguous along K are copied 4 bytes at a
   // time anyway.
@@ -293,6 +294,7 @@ struct MmaFamily {
   static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
   static constexpr bool kTransposesRowMajorProducts = false;
   static constexpr bool kTransposesMisalignedNt = false;
+  static constexpr bool kClassTiles = false;
 
   template <class Tile, typename Out, bool kVec, bool kARowMajor, bool kBRowMajor, bool>
   static void launch(const GemmArgs<T, Out>& args, const DeviceLimits& device, cudaStream_t stream) {
@@ -317,6 +319,20 @@ struct MmaFamily {
                           : "element-wise cp.async (no 16-byte alignment)";
   }
 };
+
+constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
+// Longest K one accumulator sums before its slice is added to the others: rounding error grows
+// with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
+// Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
+constexpr int64_t kMaxSliceK = 8192;
+constexpr int64_t kMaxAccuracyWorkspace = int64_t(256) << 20;
+
+// 16-byte loads need 16-byte-aligned data, leading dimension, batch stride, and a unit-stride
+// extent that is a whole number of vectors.
+inline bool vectorizable(const MatrixOperand& x, int64_t unit_stride_extent, int64_t vec) {
+  return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld % vec == 0 &&
+         x.batch_stride % vec == 0 && unit_stride_extent % vec == 0;
+}
 
 // Hopper's warpgroup instructions (gemm_wgmma, sm_90a): fp16/bf16, and float32 as TF32 or
 // 3xTF32, one table per input path.
@@ -392,6 +408,68 @@ struct WgmmaFamily {
   // A (W's rows) then come by residue-class boxes (kClassBoxes), B's lines permuted by class as the
   // column-major result's lines.
   static constexpr bool kTransposesMisalignedNt = Input::kRoundingBulkB;
+  // 16-bit row-major products without 16-byte alignment: the output's first rows, a multiple of
+  // 8 x 256 (one band of every residue class), as C^T = B^T A^T on tiles of one residue class of
+  // A's rows each (ClassTileLoader: both operands by bulk tensor copies, no shift pass); the rest
+  // of the rows on the windowed path.
+  static constexpr bool kClassTiles = sizeof(T) == 2;
+  using ClassTile = WgmmaTile<128, 256, 64, 4, 1, 1>;
+  struct ClassTilePlan {
+    int64_t rows;  // 0: none
+    ClassTileMaps maps;
+  };
+  // Where the grid of the large tile fills the GPU, K is short of a split and long enough for the
+  // large tile, one matrix (the rest of the rows of a batch would not be one strided matrix).
+  static ClassTilePlan class_tile_plan(const GemmProblem& p, const DeviceLimits& device) {
+    ClassTilePlan plan{};
+    if constexpr (kClassTiles) {
+      using Classes = ClassLoaderOf<Input, ClassTile, false>;
+      constexpr int64_t kBand = kClassTileClasses * ClassTile::BN, kVecWidth = 16 / sizeof(T);
+      const int64_t rows = p.m / kBand * kBand;
+      const bool aligned = vectorizable(p.a, p.k, kVecWidth) && vectorizable(p.b, p.n, kVecWidth);
+      const int64_t tiles = rows / ClassTile::BN * ((p.n + ClassTile::BM - 1) / ClassTile::BM);
+      // Clusters of two along the grid's rows of tiles, one work item a block (Classes::kClusterBlocks).
+      const int64_t row_tiles = (p.n + ClassTile::BM - 1) / ClassTile::BM;
+      if (aligned || !p.a.row_major || !p.b.row_major || p.batch != 1 || p.tile_override >= 0 ||
+          p.splits_override >= 1 || rows == 0 || p.k <= 256 || p.k > kMaxSliceK || tiles < device.num_sms ||
+          row_tiles >= 65535)
+        return plan;
+      int box_lines[kClassTileClasses];
+      for (int d = 0; d < kClassTileClasses; ++d) box_lines[d] = Classes::a_box_lines(d);
+      plan.maps = make_class_tile_maps(static_cast<const T*>(p.b.data), p.b.ld, static_cast<const T*>(p.a.data),
+                                       p.a.ld, p.n, rows, p.k, Classes::kALineElems, box_lines, ClassTile::BK,
+                                       Classes::kBBoxLines);
+      if (plan.maps.valid) plan.rows = rows;
+    }
+    return plan;
+  }
+  static void launch_class_tiles(const GemmProblem& p, const ClassTilePlan& plan, cudaStream_t stream,
+                                 const DeviceLimits& device) {
+    if constexpr (kClassTiles) {
+      constexpr LoadMode kMode = LoadMode::kVector;  // the stage loaders' (unused: ClassTileLoader copies)
+      constexpr int kSmem = wgmma_smem_bytes<Input, ClassTile, kMode, false, false, true>();
+      static_assert(kSmem <= kHopperMaxSmem, "class-tile stages fit the shared memory");
+      const int64_t k_chunk = (p.k + ClassTile::BK - 1) / ClassTile::BK * ClassTile::BK;
+      const GemmArgs<T, T> args{static_cast<const T*>(p.b.data), static_cast<const T*>(p.a.data),
+                                static_cast<T*>(p.c), p.b.ld, p.a.ld, 0, 0, 1, p.n, plan.rows, p.k, 1, k_chunk};
+      using Classes = ClassLoaderOf<Input, ClassTile, false>;
+      launch_with_smem<gemm_wgmma_kernel<Input, ClassTile, kMode, false, false, T, true, false, true>, ClassTile,
+                       kSmem, Classes::kClusterBlocks>(args, device.num_sms, stream, TensorMap{}, plan.maps);
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  }
+  static void describe_class_tiles(std::ostream& s, const ClassTilePlan& plan) {
+    s << "rows 0 ... " << plan.rows - 1 << " (" << plan.rows / (kClassTileClasses * ClassTile::BN)
+      << " band(s) of " << kClassTileClasses * ClassTile::BN
+      << " rows): computed as C^T = B^T A^T, written column-major, on " << ClassTile::BM << "x" << ClassTile::BN
+      << "x" << ClassTile::BK
+      << " tiles whose lines are A's rows of one residue class (rows 8 apart share their misalignment): both "
+         "operands by bulk tensor copies (TMA) of their lines' eight residue classes, B^T's window shifted by the "
+         "class's misalignment and A's fragments read from registers shifted by the same, one wgmma m64n"
+      << ClassTile::BN
+      << "k16 per k step (register A), warp-specialized (one producer warpgroup issues the copies); clusters of "
+         "two blocks whose tiles share B^T's lines, each block copying half of them into both (multicast)";
+  }
 
   // The tile a layout runs: a float32 B that is MN-major in the kernel (A^T x B) is transposed
   // by the producer, whose work then sets the pace; two producer warpgroups there (H100, against
@@ -578,12 +656,6 @@ struct WgmmaFamily {
 using WgmmaTf32Family = WgmmaFamily<WgmmaTf32Input<Tf32Math>>;
 using Wgmma3xTf32Family = WgmmaFamily<WgmmaTf32Input<Split3xTf32Math>>;
 
-constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
-// Longest K one accumulator sums before its slice is added to the others: rounding error grows
-// with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
-// Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
-constexpr int64_t kMaxSliceK = 8192;
-constexpr int64_t kMaxAccuracyWorkspace = int64_t(256) << 20;
 
 // Calls f(std::integral_constant<int, index>) for a run-time index in [0, N).
 template <int N, int I = 0, typename F>
@@ -608,12 +680,6 @@ void with_table(bool vec, F&& f) {
   else f(std::false_type{}, typename Family::FallbackTiles{});
 }
 
-// 16-byte loads need 16-byte-aligned data, leading dimension, batch stride, and a unit-stride
-// extent that is a whole number of vectors.
-inline bool vectorizable(const MatrixOperand& x, int64_t unit_stride_extent, int64_t vec) {
-  return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld % vec == 0 &&
-         x.batch_stride % vec == 0 && unit_stride_extent % vec == 0;
-}
 
 // Blocks of bm x bn tiles that cover the problem's outputs.
 inline int64_t output_tiles(const GemmProblem& p, int64_t bm, int64_t bn) {
@@ -775,10 +841,28 @@ GemmProblem orient(const GemmProblem& p) {
   return q;
 }
 
+// Rows [rows, m) of p: A's rows and C's from there on (A row-major, one matrix).
+inline GemmProblem rows_after(const GemmProblem& p, int64_t rows, int64_t elem_size) {
+  GemmProblem q = p;
+  q.a.data = static_cast<const char*>(p.a.data) + rows * p.a.ld * elem_size;
+  q.c = static_cast<char*>(p.c) + rows * p.n * elem_size;
+  q.m = p.m - rows;
+  return q;
+}
+
 template <class Family>
-void run_family(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device) {
+void run_family(const GemmProblem& whole, cudaStream_t stream, const DeviceLimits& device) {
   using T = typename Family::T;
   using Acc = typename Family::Acc;
+  GemmProblem problem = whole;
+  if constexpr (Family::kClassTiles) {
+    const auto classes = Family::class_tile_plan(whole, device);
+    if (classes.rows > 0) {
+      Family::launch_class_tiles(whole, classes, stream, device);
+      if (classes.rows == whole.m) return;
+      problem = rows_after(whole, classes.rows, sizeof(T));
+    }
+  }
   const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
   if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), device, stream);
@@ -799,11 +883,22 @@ void run_family(const GemmProblem& problem, cudaStream_t stream, const DeviceLim
 }
 
 template <class Family>
-std::string describe_family(const GemmProblem& problem, const DeviceLimits& device) {
-  const GemmProblem p = orient<Family>(problem);
-  const LaunchPlan plan = plan_launch<Family>(p, device);
+std::string describe_family(const GemmProblem& whole, const DeviceLimits& device) {
   std::ostringstream s;
   s << "kernel: " << Family::kName << "\n";
+  GemmProblem problem = whole;
+  if constexpr (Family::kClassTiles) {
+    const auto classes = Family::class_tile_plan(whole, device);
+    if (classes.rows > 0) {
+      Family::describe_class_tiles(s, classes);
+      s << "\n";
+      if (classes.rows == whole.m) return s.str() + "why: rows without 16-byte alignment, in whole bands";
+      s << "rows " << classes.rows << " ... " << whole.m - 1 << ":\n";
+      problem = rows_after(whole, classes.rows, sizeof(typename Family::T));
+    }
+  }
+  const GemmProblem p = orient<Family>(problem);
+  const LaunchPlan plan = plan_launch<Family>(p, device);
   if (p.c_transposed)
     s << "operands: computed as C^T = B^T A^T (" << p.m << " x " << p.n << ", written column-major), "
       << (p.a.row_major ? "so that A's rows, without 16-byte alignment, are the lines of the kernel's B\n"

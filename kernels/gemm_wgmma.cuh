@@ -38,6 +38,7 @@
 #include "mma_math.cuh"
 #include "tensor_maps.h"
 #include "ptx.cuh"
+#include "class_tile_loader.cuh"
 #include "residue_class_loader.cuh"
 #include "stage_loader.cuh"
 #include "tf32_stage_loader.cuh"
@@ -102,6 +103,9 @@ struct WgmmaHalfInput {
   using ALoader = StageLoader<Half, BX, BK, kThreads, kAlongK, kMode, Swizzle128Tile>;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode, int /*kStages*/>
   using BLoader = ALoader<BX, BK, kThreads, kAlongK, kMode>;
+  // Without 16-byte alignment (kClassBoxes): one residue class of lines per tile, A from registers.
+  template <int BM, int BN, int BK, bool /*kAKMajor*/>
+  using ClassLoader = ClassTileLoader<Half, BM, BN, BK>;
   template <int kSteps>
   struct AOperands {};  // descriptors, computed per wgmma
   template <int N, bool kAKMajor, bool kBKMajor>
@@ -135,6 +139,9 @@ struct WgmmaTf32Input {
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode, int kStages>
   using BLoader = std::conditional_t<kAlongK, Tf32CopyLoader<BX, BK, kThreads, kMode, kSplit>,
                                      Tf32TransposeCopyLoader<BX, BK, kThreads, kMode, kSplit, kStages - 1>>;
+  // Without 16-byte alignment (kClassBoxes): every residue class of lines in each tile.
+  template <int BM, int BN, int BK, bool kAKMajor>
+  using ClassLoader = ResidueClassLoader<BM, BN, BK, kAKMajor>;
   using AOperand = typename Math::template Operand<Math::kARegs>;
   template <int kSteps>
   struct AOperands {
@@ -176,13 +183,16 @@ constexpr int kHopperMaxSmem = 227 * 1024;  // one block's opt-in maximum on sm_
 //   The buffer takes what the rest leaves of the 227 KiB, in whole 16-bit tiles, and at least one
 // float32 tile (the widest output): the more output tiles the bulk copies may still be reading,
 // the longer the write path can fall behind without holding the math warps up.
-// kClassBoxes: TF32 operands without 16-byte alignment by bulk copies of residue classes
-// (ResidueClassLoader).
+// kClassBoxes: operands without 16-byte alignment by bulk copies of residue classes of their
+// lines (Input::ClassLoader: ResidueClassLoader, ClassTileLoader).
+template <class Input, class Tile, bool kARowMajor>
+using ClassLoaderOf = typename Input::template ClassLoader<Tile::BM, Tile::BN, Tile::BK, kARowMajor>;
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, bool kClassBoxes = false>
 constexpr int wgmma_stage_bytes() {
   if constexpr (kClassBoxes) {
-    using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK, kARowMajor>;
-    return Tile::kStages * (Classes::kAStageElems + Classes::kBStageElems) * static_cast<int>(sizeof(float));
+    using Classes = ClassLoaderOf<Input, Tile, kARowMajor>;
+    return Tile::kStages * (Classes::kAStageElems + Classes::kBStageElems) *
+           static_cast<int>(sizeof(typename Input::T));
   }
   using ALoader = typename Input::template ALoader<Tile::BM, Tile::BK, Tile::kLoadThreads, kARowMajor, kMode>;
   using BLoader =
@@ -232,15 +242,17 @@ constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
 // kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
 // TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
-// kClassBoxes (TF32, warp-specialized, K-major B without 16-byte alignment, C^T products; A
-// MN-major, or K-major from x @ W^T): both operands' tiles by bulk tensor copies of their residue
-// classes through b_map's maps (ResidueClassLoader), B's lines permuted by class.
+// kClassBoxes (warp-specialized, K-major B without 16-byte alignment, C^T products; A MN-major, or
+// K-major from TF32's x @ W^T): both operands' tiles by bulk tensor copies of their residue
+// classes through b_map's maps (Input::ClassLoader), B's lines permuted by class, A from registers.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
           bool kTransposedOut = false, bool kBulkB = false, bool kClassBoxes = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map,
-                      const __grid_constant__ std::conditional_t<kClassBoxes, ResidueClassMaps, TensorMap> b_map) {
+                      const __grid_constant__
+                          std::conditional_t<kClassBoxes, typename ClassLoaderOf<Input, Tile, kARowMajor>::Maps, TensorMap>
+                              b_map) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {
@@ -259,10 +271,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     using BLoader =
         std::conditional_t<kBulkB, Tf32BulkLoader<BN, BK>,
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
-    using Classes = ResidueClassLoader<BM, BN, BK, kARowMajor>;
+    using Classes = ClassLoaderOf<Input, Tile, kARowMajor>;
     static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kBRowMajor &&
-                                   kTransposedOut && Input::kRoundingBulkB && !kBulkB),
-                  "residue-class boxes: TF32's C^T products (K-major B) in the warp-specialized pipeline");
+                                   kTransposedOut && !kBulkB),
+                  "residue-class boxes: C^T products (K-major B) in the warp-specialized pipeline");
+    constexpr bool kClassCluster = kClassBoxes && Classes::kClusterBlocks > 1;
     using AOperands = std::conditional_t<kClassBoxes, typename Classes::template Fragments<kSteps>,
                                          typename Input::template AOperands<kSteps>>;
     constexpr bool kFinishesInPlace = ALoader::kFinishesInPlace || BLoader::kFinishesInPlace;
@@ -271,7 +284,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // Groups of wgmmas left running at the end of a step: one (the next step's loads overlap
     // them), except with register A: were the next tile's A registers written while wgmmas are in
     // flight, ptxas would serialize every wgmma (its C7513 advisory).
-    constexpr int kInFlight = Input::kARegisters ? 0 : 1;
+    constexpr int kInFlight = Input::kARegisters || kClassBoxes ? 0 : 1;
     // A B stage holds the loader's tiles (3xTF32: big, then small; raw copies or windows' side
     // slots last).
     constexpr int kAStageElems = kClassBoxes ? Classes::kAStageElems : ALoader::kStageElems;
@@ -337,20 +350,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // contiguous along m). A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
     // 2.60x, TF32 transA 0.70x -> 0.76x; bench/NOTES.md item 98.)
     constexpr bool kPairedRows = Input::kARegisters && !kARowMajor;
-    // kClassBoxes reads A by 32-bit loads from several lines at once (an MN-major A's four, a K-major
-    // A's eight): pairs spread across the warps, so that the loads fill 32 banks.
-    constexpr FragmentRows kRows = kClassBoxes    ? FragmentRows::kSpread
+    // kClassBoxes: the rows its loads of A want.
+    constexpr FragmentRows kRows = kClassBoxes    ? Classes::kRows
                                    : kPairedRows ? FragmentRows::kPaired
                                                  : FragmentRows::kPlain;
     // One K tile's wgmmas on the stage of index `stage`, committed as one group: register A
     // first (load_tile_a: this warp's 16 rows of the stage, every k step, as Math's rounded
     // fragments), then the products (issue_tile). fresh: promoted sums start each period of
     // kPromoteTiles from zero.
-    // kClassBoxes: this thread's A elements for each class of B (Classes::class_offsets).
+    // kClassBoxes: this thread's A elements (Classes::class_offsets), set for each work item.
     typename Classes::Offsets class_offset;
-    if constexpr (kClassBoxes)
-      Classes::class_offsets(class_offset, b_map,
-                             fragment_row<kRows>(group * 64 + (warp % 4) * 16, tid % 32 / 4, 0), tid % 4);
     auto load_tile_a = [&](AOperands& ops, int stage) {
       if constexpr (kClassBoxes) {
         Classes::load(ops, a_stages + stage * kAStageElems, class_offset);
@@ -369,14 +378,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       wgmma::fence_operands(acc);
       wgmma::fence();
       if constexpr (kClassBoxes) {
-        // Class c's products: its BN / 4 columns (accumulators BN / 8 c ...), its rows of the B stage.
-        constexpr int kClassN = BN / kResidueClasses;
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-          for (int c = 0; c < kResidueClasses; ++c)
-            wgmma::mma_tf32_m64k8_rs<kClassN>(*reinterpret_cast<float(*)[kClassN / 2]>(acc + c * (kClassN / 2)),
-                                              ops.r[s][c], b_descriptor(bs + c * kClassN * BK, s));
+        Classes::template issue<BN>(acc, ops, bs, b_descriptor);
       } else if constexpr (Input::kARegisters) {
         Input::template mma_tile<BN>(
             acc, ops, [&](int s) { return b_descriptor(bs, s); },
@@ -414,6 +416,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // in its staged tile (a cold path: inline in the store, it cost every 3xTF32 kernel hundreds
     // of bytes of spills).
     int64_t stored = 0;  // tiles this thread has stored
+    // The output lines of a work item's staged lines (kClassBoxes: B's lines permuted by class).
+    auto lines_of = [&](const WorkItem<T>& w) {
+      if constexpr (kClassBoxes) return Classes::lines(w.n0);
+      else return SameLines{};
+    };
     // kGroupOut: this math warpgroup's writers, at named barrier 5 + group (1-4 are taken).
     const GroupWriters group_writers{group, 5 + group};
     auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
@@ -435,7 +442,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers,
                             kRows>(
               value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z,
-              BlockWriters{}, std::conditional_t<kClassBoxes, typename Classes::Lines, SameLines>{});
+              BlockWriters{}, lines_of(w));
         }
         ++stored;
       };
@@ -469,9 +476,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
     };
 
-    // A work item's K tiles: kClassBoxes's windows of B start up to the largest shift before each tile.
+    // A work item's K tiles: kClassBoxes's windows of B start up to Classes::lead before each tile.
     auto with_tiles = [&](WorkItem<T> w) {
-      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + Classes::largest_shift(b_map) + BK - 1) / BK;
+      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + Classes::lead(b_map, w.n0) + BK - 1) / BK;
       return w;
     };
 
@@ -490,12 +497,12 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {
           sync::mbarrier_init(full + s, Tile::kLoadThreads);
-          sync::mbarrier_init(empty + s, kClassBoxes ? kClassClusterBlocks * kMathThreads : kMathThreads);
+          sync::mbarrier_init(empty + s, kClassCluster ? Classes::kClusterBlocks * kMathThreads : kMathThreads);
         }
         sync::mbarrier_init(first_landed, 1);
         if constexpr (kBulkB || kClassBoxes) sync::fence_mbarrier_init();  // bulk copies complete on them
       }
-      if constexpr (kClassBoxes) ptx::cluster_sync();  // the other block's mbarriers too, before its copies
+      if constexpr (kClassCluster) ptx::cluster_sync();  // the other block's mbarriers too, before its copies
       else __syncthreads();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
@@ -541,7 +548,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_wait<0>();
           for (int64_t i = first; i < last; ++i) publish(i);
         };
-        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassBoxes>(args, [&](const WorkItem<T>& item) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster>(args, [&](const WorkItem<T>& item) {
           const WorkItem<T> w = with_tiles(item);
           // The math warps are done with the stages (a staged epilogue over them). Both roles
           // meet at named barrier 4, each from its own branch.
@@ -590,7 +597,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
         sync::set_registers<kMathRegisters, true>();
-        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassBoxes>(args, [&](const WorkItem<T>& item) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster>(args, [&](const WorkItem<T>& item) {
           const WorkItem<T> w = with_tiles(item);
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
@@ -600,6 +607,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             if constexpr (kBulkB || kClassBoxes) ptx::fence_shared_for_async_proxy();
             sync::warps_anywhere<Tile::kThreads, 4>();
           }
+          if constexpr (kClassBoxes)
+            Classes::class_offsets(class_offset, b_map, w.n0, group * 64 + (warp % 4) * 16, tid % 32);
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
@@ -625,8 +634,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             wgmma::fence_operands(acc);
             if (t >= kInFlight) {
               sync::mbarrier_arrive(empty + (i - kInFlight) % kStages);
-              if constexpr (kClassBoxes) {
-                static_assert(kInFlight == 0 && kClassClusterBlocks == 2, "one other block, each tile's own wgmmas");
+              if constexpr (kClassCluster) {
+                static_assert(kInFlight == 0 && Classes::kClusterBlocks == 2, "one other block, each tile's own wgmmas");
                 __syncwarp();
                 if (tid % 32 == 0) sync::mbarrier_arrive_cluster(empty + i % kStages, ptx::cluster_rank() ^ 1, 32);
               }
@@ -649,7 +658,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
       // The other block of the cluster may still copy into this one's stages and arrive on its
       // mbarriers until it is done.
-      if constexpr (kClassBoxes) ptx::cluster_sync();
+      if constexpr (kClassCluster) ptx::cluster_sync();
     } else {
       // Every warp copies and computes. At tile t the block waits for tile t's copies,
       // publishes them with a barrier, issues tile t's wgmmas, starts the copies of tile

@@ -33,9 +33,11 @@
 #include <cuda.h>
 
 #include "block_sync.cuh"
+#include "gemm_epilogue.cuh"
 #include "ptx.cuh"
 #include "stage_loader.cuh"
 #include "tensor_maps.h"
+#include "wgmma.cuh"
 
 namespace tiledmm {
 
@@ -44,6 +46,11 @@ constexpr int kClassClusterBlocks = 2;  // blocks sharing B's tiles
 
 template <int BM, int BN, int BK, bool kAKMajor = false>
 struct ResidueClassLoader {
+  using Maps = ResidueClassMaps;
+  static constexpr int kClusterBlocks = kClassClusterBlocks;
+  // A read by 32-bit loads from several lines at once (an MN-major A's four, a K-major A's eight):
+  // pairs spread across the warps, so that the loads fill 32 banks.
+  static constexpr FragmentRows kRows = FragmentRows::kSpread;
   static constexpr int kClassLines = BN / kResidueClasses;  // B lines of a class in a tile
   // A lines of a class in a stage, and their elements (the box, from the class's aligned start):
   // MN-major, m0 - shift ... m0 - shift + BM + 3; K-major, k0 - 4 - shift ... k0 + BK + 7 - shift
@@ -113,7 +120,7 @@ struct ResidueClassLoader {
     k += BK;
   }
   // The most elements a class's window of B starts early: K needs that much more in tiles.
-  __host__ __device__ __forceinline__ static int largest_shift(const ResidueClassMaps& maps) {
+  __host__ __device__ __forceinline__ static int lead(const ResidueClassMaps& maps, int64_t /*n0*/) {
     int s = 0;
     for (int c = 0; c < kResidueClasses; ++c) s = maps.b_shift[c] > s ? maps.b_shift[c] : s;
     return s;
@@ -140,6 +147,7 @@ struct ResidueClassLoader {
       return kResidueClasses * (col % kClassLines) + col / kClassLines;
     }
   };
+  __device__ __forceinline__ static Lines lines(int64_t /*n0*/) { return Lines{}; }
 
   // Register A for the products of B's class c, k step s: this warp's slice of the m64k8 TF32
   // fragment (mma.sync m16n8k8's A layout), this thread's rows m_row and m_row + 1 at
@@ -157,8 +165,10 @@ struct ResidueClassLoader {
   struct Offsets {
     int row[kResidueClasses][kAKMajor ? 2 : 1];
   };
-  __device__ __forceinline__ static void class_offsets(Offsets& offset, const ResidueClassMaps& maps, int m_row,
-                                                      int t4) {
+  // row0: the first of the warp's 16 rows (kRows's pairs spread them).
+  __device__ __forceinline__ static void class_offsets(Offsets& offset, const ResidueClassMaps& maps, int64_t /*n0*/,
+                                                      int row0, int lane) {
+    const int m_row = fragment_row<kRows>(row0, lane / 4, 0), t4 = lane % 4;
 #pragma unroll
     for (int c = 0; c < kResidueClasses; ++c) {
       if constexpr (kAKMajor) {
@@ -191,6 +201,19 @@ struct ResidueClassLoader {
         f.r[s][c][2] = p0[kHalfStepK];
         f.r[s][c][3] = p1[kHalfStepK];
       }
+  }
+  // One K tile's products: class c's BN / 4 columns (accumulators BN / 8 c ...) from its rows of
+  // the B stage, b(stage, s) their descriptor.
+  template <int N, int kSteps, class BDescriptor>
+  __device__ __forceinline__ static void issue(float (&acc)[N / 2], const Fragments<kSteps>& f, const float* b_stage,
+                                               const BDescriptor& b) {
+    constexpr int kClassN = N / kResidueClasses;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int c = 0; c < kResidueClasses; ++c)
+        wgmma::mma_tf32_m64k8_rs<kClassN>(*reinterpret_cast<float(*)[kClassN / 2]>(acc + c * (kClassN / 2)),
+                                          f.r[s][c], b(b_stage + c * kClassN * BK, s));
   }
 };
 

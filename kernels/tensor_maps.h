@@ -73,7 +73,7 @@ TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
   return out;
 }
 
-// A float32 operand's matrices as a tensor map, for bulk tensor copies of its tiles: `matrices`
+// An operand's matrices (float32, or 16-bit) as a tensor map, for bulk tensor copies of its tiles: `matrices`
 // matrices (one where the batch broadcasts it: batch_stride 0) of `lines` lines of line_len
 // elements, ld elements apart; boxes of box_lines lines of box_elems elements, zeros outside the
 // tensor. `type` FLOAT32 copies the elements as they are; TFLOAT32 rounds each to nearest TF32
@@ -82,11 +82,13 @@ TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
 // bytes). Invalid where the start or a stride is not a multiple of 16 bytes, or a coordinate
 // would pass 32 bits.
 //   Users: gemm_tiled's row-major B (FLOAT32, unswizzled), TF32 wgmma's K-major B (TFLOAT32, 128B),
-// and the residue-class maps below (TFLOAT32: A unswizzled, MN-major or K-major; B 128B).
-inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
-                                  int64_t batch_stride, int box_elems, int box_lines, CUtensorMapDataType type,
-                                  CUtensorMapSwizzle swizzle) {
-  constexpr int64_t kSize = sizeof(float);
+// and the residue-class maps below (TFLOAT32: A unswizzled, MN-major or K-major; B 128B; 16-bit
+// class tiles: A unswizzled, B 128B).
+template <typename T>
+TensorMap make_operand_map(const T* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
+                           int64_t batch_stride, int box_elems, int box_lines, CUtensorMapDataType type,
+                           CUtensorMapSwizzle swizzle) {
+  constexpr int64_t kSize = sizeof(T);
   TensorMap out{};
   if (batch_stride == 0) matrices = 1;
   const bool fits = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld * kSize % 16 == 0 && batch_stride * kSize % 16 == 0 &&
@@ -99,7 +101,7 @@ inline TensorMap make_operand_map(const float* x, int64_t line_len, int64_t line
   const cuuint64_t strides[2] = {cuuint64_t(ld * kSize), cuuint64_t(matrices == 1 ? 16 : batch_stride * kSize)};
   const cuuint32_t box[3] = {cuuint32_t(box_elems), cuuint32_t(box_lines), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
-  out.valid = encode(&out.map, type, 3, const_cast<float*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  out.valid = encode(&out.map, type, 3, const_cast<T*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                      swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   return out;
 }
@@ -143,6 +145,49 @@ inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int
     maps.a[c] = am.map;
     maps.b[c] = bmap.map;
     maps.valid = maps.valid && am.valid && bmap.valid;
+  }
+  return maps;
+}
+
+// The maps of 16-bit C^T products without 16-byte alignment, one residue class per tile
+// (class_tile_loader.cuh): 16-bit lines 8 apart share their misalignment, so for each class c
+// (line index mod 8) the lines 8 j + c of A (MN-major: k lines of m elements, lda apart) and of B
+// (K-major: n lines of k, ldb apart) are a tensor that starts shift[c] elements before line c,
+// aligned down to 16 bytes, its lines 8 ld apart. One matrix (no batch). Boxes: A's class c
+// a_box_lines[c] lines of a_box_elems elements, unswizzled; B's b_box_lines lines of b_box_elems,
+// 128-byte swizzled. Invalid where a map does not fit (a class without lines, coordinates past
+// 32 bits).
+constexpr int kClassTileClasses = 8;
+struct ClassTileMaps {
+  CUtensorMap a[kClassTileClasses], b[kClassTileClasses];
+  int a_shift[kClassTileClasses], b_shift[kClassTileClasses];
+  bool valid;
+};
+
+template <typename T>
+ClassTileMaps make_class_tile_maps(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t m, int64_t n, int64_t k,
+                                   int a_box_elems, const int (&a_box_lines)[kClassTileClasses], int b_box_elems,
+                                   int b_box_lines) {
+  static_assert(sizeof(T) == 2, "16-bit operands");
+  constexpr CUtensorMapDataType kType =
+      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr int C = kClassTileClasses;
+  ClassTileMaps maps{};
+  if (m < 1 || n < C || k < C) return maps;
+  auto misalignment = [](const T* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T)); };
+  maps.valid = true;
+  for (int c = 0; c < C; ++c) {
+    const T* a_line = a + c * lda;
+    const T* b_line = b + c * ldb;
+    maps.a_shift[c] = misalignment(a_line);
+    maps.b_shift[c] = misalignment(b_line);
+    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], m + maps.a_shift[c], (k - c + C - 1) / C, 1, C * lda,
+                                          0, a_box_elems, a_box_lines[c], kType, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const TensorMap bm = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (n - c + C - 1) / C, 1, C * ldb,
+                                          0, b_box_elems, b_box_lines, kType, CU_TENSOR_MAP_SWIZZLE_128B);
+    maps.a[c] = am.map;
+    maps.b[c] = bm.map;
+    maps.valid = maps.valid && am.valid && bm.valid;
   }
   return maps;
 }

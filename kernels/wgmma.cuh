@@ -66,6 +66,13 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
                : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
                : "l"(a), "l"(b), "n"(1))
 
+#define TILEDMM_WGMMA_RS_ASM(N, TYPE)                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D_RS ", 0;\n"     \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "              \
+               TILEDMM_WGMMA_N##N##_ACC ", " TILEDMM_WGMMA_N##N##_REST_RS_K_MAJOR_B "\n}\n"    \
+               : TILEDMM_WGMMA_N##N##_ACC_OPERANDS                                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+
 #define TILEDMM_WGMMA_TF32_RS_ASM(N)                                                           \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D_RS ", 0;\n"     \
                "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 "                        \
@@ -119,7 +126,31 @@ __device__ __forceinline__ void mma_tf32_m64k8_rs(float (&d)[N / 2], const uint3
 #endif
 }
 
+// d (64 x N, float32) += A (64 x 16) * B (16 x N), 16-bit inputs, A from registers: warp w of the
+// group holds rows 16 w ... 16 w + 15 as the mma.sync m16n8k16 A fragment (lane (g, t4): register
+// 0 rows g, columns 2 t4 and 2 t4 + 1, the lower half the first; 1 row g + 8; 2 and 3 the same
+// at columns + 8); B K-major in shared memory. The registers must not change until the wgmma
+// retires (wait_group). accumulate = 0: d = A * B.
+template <int N, bool kBf16>
+__device__ __forceinline__ void mma_m64k16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                              int accumulate = 1) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma widths instantiated here");
+  if constexpr (N == 64) {
+    if constexpr (kBf16) TILEDMM_WGMMA_RS_ASM(64, "bf16");
+    else TILEDMM_WGMMA_RS_ASM(64, "f16");
+  } else if constexpr (N == 128) {
+    if constexpr (kBf16) TILEDMM_WGMMA_RS_ASM(128, "bf16");
+    else TILEDMM_WGMMA_RS_ASM(128, "f16");
+  } else {
+    if constexpr (kBf16) TILEDMM_WGMMA_RS_ASM(256, "bf16");
+    else TILEDMM_WGMMA_RS_ASM(256, "f16");
+  }
+#endif
+}
+
 #undef TILEDMM_WGMMA_ASM
+#undef TILEDMM_WGMMA_RS_ASM
 #undef TILEDMM_WGMMA_TF32_ASM
 #undef TILEDMM_WGMMA_TF32_RS_ASM
 

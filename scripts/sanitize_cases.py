@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-import tiledmm  # noqa: F401
+import tiledmm
 from tiledmm import _precision
 
 # (dtype, precision code, tolerance): float32 exact, 3xTF32, TF32; float64; float16; bfloat16.
@@ -35,7 +35,8 @@ MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or
 
 
 def cases():
-    """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run."""
+    """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run; tile
+    None: the dispatcher's plan (tiledmm.mm)."""
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
@@ -44,7 +45,12 @@ def cases():
     # bfloat16) then take two tiles in some blocks.
     many_tiles = itertools.product([False], range(4), [1, 2], PATHS[0:3] + PATHS[4:], [False, True], [False, True],
                                    [(140, 33, 40, 31), (140, 40, 36, 72)])
-    return itertools.chain(default, mma_sync, many_tiles)
+    # 16-bit row-major products without 16-byte alignment run on tiles of one residue class of A's
+    # rows where the dispatcher plans them (tile None: whole bands of 2048 rows and a grid that
+    # fills the GPU; the rest of the rows on the windowed path).
+    class_tiles = itertools.product([False], [None], [1], PATHS[4:], [False], [False],
+                                    [(1, 2053, 300, 2200), (1, 2048, 257, 2049)])
+    return itertools.chain(default, mma_sync, many_tiles, class_tiles)
 
 
 def selected(path_names, dtype, precision):
@@ -64,7 +70,10 @@ def main(path_names):
         a = matrix(batch, m, k, ta, dtype)
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
         try:
-            out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
+            if tile is None:
+                out = tiledmm.mm(a[0], b[0])[None]
+            else:
+                out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
         except RuntimeError as error:  # a tile this layout makes too large (never dispatched)
             if "bytes of shared memory" not in str(error):
                 raise

@@ -532,6 +532,74 @@ def test_tf32_residue_class_windows_before_k0_both_operands(value):
     assert rel_err(out[finite_x][:, finite_w], exact) < 2e-5
 
 
+# What tiledmm.explain says of 16-bit row-major products on tiles of one residue class.
+CLASS_TILES = "tiles whose lines are A's rows of one residue class"
+HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="wgmma runs on compute capability 9.0 (Hopper) only")
+
+
+def _class_tile_operands(case, dtype, m=4101, k=333, n=1100):
+    """Row-major 16-bit operands without 16-byte alignment, large enough for tiles of one residue
+    class (two bands of 2048 rows and 5 rows more, a grid of the large tile that fills the GPU):
+    odd lines; views whose starts and lines are misaligned; A's lines aligned, or B's."""
+    randn = lambda *shape: torch.randn(*shape, device="cuda", dtype=dtype)
+    if case == "odd":
+        return randn(m, k), randn(k, n)
+    if case == "views":
+        return randn(m + 3, k + 6)[3:, 1:k + 1], randn(k + 2, n + 7)[2:, 3:n + 3]
+    if case == "a-aligned":
+        return randn(m, 336), randn(336, n)
+    if case == "b-aligned":
+        return randn(m, k), randn(k, 1104)
+    assert case == "whole-bands"  # no rows left for the windowed path
+    return randn(2048, k), randn(k, 2200)
+
+
+@HOPPER_ONLY
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", ["odd", "views", "a-aligned", "b-aligned", "whole-bands"])
+def test_16bit_class_tiles(case, dtype):
+    """16-bit row-major products without 16-byte alignment: whole bands of 2048 rows on tiles of one
+    residue class of A's rows (both operands by bulk tensor copies, no shift pass), the rest on the
+    windowed path; every output written, within 2x torch's error."""
+    a, b = _class_tile_operands(case, dtype)
+    assert CLASS_TILES in tiledmm.explain(a, b)
+    out, _ = poisoned(lambda: tiledmm.mm(a, b), (a.shape[0], b.shape[1]), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@HOPPER_ONLY
+def test_16bit_class_tiles_explain_where_they_run():
+    """Aligned operands, a batch, short K and a forced configuration keep the other paths."""
+    a, b = _class_tile_operands("odd", torch.bfloat16)
+    assert CLASS_TILES not in tiledmm.explain(*operands(4096, 336, 1104, "nn", torch.bfloat16, "cuda"))
+    assert CLASS_TILES not in tiledmm.explain(torch.stack([a, a]), torch.stack([b, b]))
+    assert CLASS_TILES not in tiledmm.explain(*_class_tile_operands("odd", torch.bfloat16, k=255))
+    assert CLASS_TILES not in tiledmm.explain(a.mT.contiguous().mT, b)  # A column-major
+    out = ops._bmm_with_config(a[None], b[None], 0, 1, 0)[0]  # forced: the windowed path
+    check_against_reference(out, a, b)
+
+
+@HOPPER_ONLY
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_16bit_class_tile_windows_before_k0(value):
+    """The window of a misaligned row of A starts up to 7 elements before it, in the row before,
+    and the boxes of B's rows up to 7 before theirs: a non-finite value at the end of a row of A
+    reaches its own output row only (in the class tiles' rows and in the rest), one at the end of a
+    row of B the last output column only."""
+    a, b = _class_tile_operands("odd", torch.bfloat16)
+    rows = [0, 5, 6, 7, 130, 2047, 2048, 4095, 4096, 4100]
+    a[rows, -1] = value
+    b[[0, 1, 7, 100, 332], -1] = value
+    out = tiledmm.mm(a, b)
+    expected_bad = torch.zeros_like(out, dtype=torch.bool)
+    expected_bad[rows, :] = True
+    expected_bad[:, -1] = True
+    assert torch.equal(~torch.isfinite(out), expected_bad)
+    finite = torch.isfinite(a).all(dim=1)
+    check_against_reference(out[finite][:, :-1], a[finite], b[:, :-1])
+
+
 def _unusual_stride_operands(case):
     """Operands whose kernel B (K-major) has strides a plain 3-d tensor does not."""
     randn = lambda *shape: torch.randn(*shape, device="cuda")
