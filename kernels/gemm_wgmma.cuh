@@ -7,9 +7,9 @@
 // kStages shared-memory stages, filled by cp.async (16-byte; without 16-byte alignment,
 // element-wise for float32 and, for 16-bit types, the aligned 16-byte windows around each chunk,
 // shifted into place once landed; an MN-major float32 B into a raw tile, transposed into place),
-// or by bulk tensor copies (TF32's aligned K-major B; TF32's C^T products without 16-byte
-// alignment on the large tile: both operands by their lines' residue classes,
-// residue_class_loader.cuh).
+// or by bulk tensor copies (TF32's aligned K-major B; C^T products without 16-byte alignment on
+// the large tile: both operands by their lines' residue classes, every class in each tile for
+// TF32, residue_class_loader.cuh, one class a tile for 16-bit types, class_tile_loader.cuh).
 // Two pipelines (WgmmaTile::kSpecialized):
 //   shared: every warpgroup copies and computes, meeting the others at one barrier per K tile;
 //   specialized: a producer warpgroup fills the stages and the math warpgroups compute, each
@@ -300,8 +300,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // warpgroup copies 16-byte chunks, whose addresses fit the 104 left (the persistent row-major
     // B variants spilled 80-96 bytes in the staging at 184, 16-24 at 200; 'highest' 1-2% faster
     // on the aligned problems, smallK x @ W^T 7%: bench/NOTES.md item 95).
-    // kClassBoxes: 128 accumulators and a K tile's 64 registers of A fragments; its producer only
-    // issues bulk copies.
+    // kClassBoxes: 128 accumulators and a K tile's A fragments (TF32 64 registers, 16-bit 16); its
+    // producer only issues bulk copies.
     constexpr int kMathRegisters = kClassBoxes ? 232
                                    : kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200
                                                                                                       : Tile::kMathRegisters;
