@@ -50,11 +50,12 @@ struct ClassTileLoader {
   static constexpr int kClusterBlocks = 2;
   static constexpr int kBBoxLines = BN / kClusterBlocks;
   static constexpr FragmentRows kRows = FragmentRows::kPlain;
-  // A's lines: BM + 16 elements (from m0 - shift_d: BM + 7 would do), 72 words, 8 banks past a
-  // multiple of 32. A load of a warp reads 8 consecutive elements of one line for each of four
-  // classes d, d + 2, d + 4, d + 6 (lanes t4 = 0-3: k = 2 t4 + e); box d's line 0 starts pad(d)
-  // lines into its region, whose start is 128-byte aligned (bank 0), so the four land 8 banks apart,
-  // each in 5 words at most: conflict-free.
+  // A's lines: BM + 16 elements from m0 - shift_d (BM + 8 would do: a box's lines are whole 16
+  // bytes), 72 words, 8 banks past a multiple of 32. A load of a warp reads 8 consecutive elements
+  // of one line for each of four classes d, d + 2, d + 4, d + 6 (lanes t4 = 0-3: k = 2 t4 + e); box
+  // d's first line of the window lies pad(d) lines into its region (the box starts that many lines
+  // early), whose start is 128-byte aligned (bank 0), so the four land 8 banks apart, each in 5
+  // words at most: conflict-free.
   static constexpr int kALineElems = BM + 16;
   static constexpr int kAWindowLines = BK / kClasses;  // a class's lines in a window of BK
   __host__ __device__ static constexpr int pad(int d) { return d / 2; }
@@ -135,7 +136,8 @@ struct ClassTileLoader {
     }
     k += BK;
   }
-  // A work item's first tile (k0 = 0), landed: each B line's elements before k = 0 zeroed.
+  // A work item's first tile (k0 = 0: K is never split here), landed: each B line's elements
+  // before k = 0 zeroed.
   __device__ __forceinline__ void finish_first(T* /*a_stage*/, T* b_stage, int tid, int threads) const {
     uint16_t* const elems = reinterpret_cast<uint16_t*>(b_stage);  // +0.0 in either 16-bit type
     for (int l = tid; l < BN; l += threads)

@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -427,12 +428,12 @@ struct WgmmaFamily {
       constexpr int64_t kBand = kClassTileClasses * ClassTile::BN, kVecWidth = 16 / sizeof(T);
       const int64_t rows = p.m / kBand * kBand;
       const bool aligned = vectorizable(p.a, p.k, kVecWidth) && vectorizable(p.b, p.n, kVecWidth);
-      const int64_t tiles = rows / ClassTile::BN * ((p.n + ClassTile::BM - 1) / ClassTile::BM);
-      // Clusters of two along the grid's rows of tiles, one work item a block (Classes::kClusterBlocks).
-      const int64_t row_tiles = (p.n + ClassTile::BM - 1) / ClassTile::BM;
+      const int64_t row_tiles = (p.n + ClassTile::BM - 1) / ClassTile::BM, tiles = rows / ClassTile::BN * row_tiles;
+      // Clusters of two along the grid's rows of tiles (at least two, else half the blocks compute
+      // nothing), one work item a block (Classes::kClusterBlocks).
       if (aligned || !p.a.row_major || !p.b.row_major || p.batch != 1 || p.tile_override >= 0 ||
           p.splits_override >= 1 || rows == 0 || p.k <= 256 || p.k > kMaxSliceK || tiles < device.num_sms ||
-          row_tiles >= 65535)
+          row_tiles < 2 || row_tiles >= 65535)
         return plan;
       int box_lines[kClassTileClasses];
       for (int d = 0; d < kClassTileClasses; ++d) box_lines[d] = Classes::a_box_lines(d);
@@ -464,11 +465,12 @@ struct WgmmaFamily {
       << " rows): computed as C^T = B^T A^T, written column-major, on " << ClassTile::BM << "x" << ClassTile::BN
       << "x" << ClassTile::BK
       << " tiles whose lines are A's rows of one residue class (rows 8 apart share their misalignment): both "
-         "operands by bulk tensor copies (TMA) of their lines' eight residue classes, B^T's window shifted by the "
-         "class's misalignment and A's fragments read from registers shifted by the same, one wgmma m64n"
+         "operands by bulk tensor copies (TMA) of their lines' eight residue classes: A's rows (A^T, from shared "
+         "memory) by one box per tile whose window starts at the class's misalignment, B^T's fragments read into "
+         "registers at k shifted by the same, one wgmma m64n"
       << ClassTile::BN
-      << "k16 per k step (register A), warp-specialized (one producer warpgroup issues the copies); clusters of "
-         "two blocks whose tiles share B^T's lines, each block copying half of them into both (multicast)";
+      << "k16 per k step, warp-specialized (one producer warpgroup issues the copies); clusters of two blocks "
+         "whose tiles share A's rows, each block copying half of them into both (multicast)";
   }
 
   // The tile a layout runs: a float32 B that is MN-major in the kernel (A^T x B) is transposed
@@ -527,7 +529,8 @@ struct WgmmaFamily {
           if (maps.valid)
             return launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
                                                       false, true>,
-                                    Tile, kClassSmem, kClassClusterBlocks>(args, device.num_sms, stream, output_map, maps);
+                                    Tile, kClassSmem, ClassLoaderOf<Input, Tile, kARowMajor>::kClusterBlocks>(
+                  args, device.num_sms, stream, output_map, maps);
         }
       }
       auto launch_kernel = [&](auto bulk_b, const TensorMap& b_map) {
@@ -656,7 +659,6 @@ struct WgmmaFamily {
 using WgmmaTf32Family = WgmmaFamily<WgmmaTf32Input<Tf32Math>>;
 using Wgmma3xTf32Family = WgmmaFamily<WgmmaTf32Input<Split3xTf32Math>>;
 
-
 // Calls f(std::integral_constant<int, index>) for a run-time index in [0, N).
 template <int N, int I = 0, typename F>
 void with_index(int index, F&& f) {
@@ -679,7 +681,6 @@ void with_table(bool vec, F&& f) {
   if (vec) f(std::true_type{}, typename Family::Tiles{});
   else f(std::false_type{}, typename Family::FallbackTiles{});
 }
-
 
 // Blocks of bm x bn tiles that cover the problem's outputs.
 inline int64_t output_tiles(const GemmProblem& p, int64_t bm, int64_t bn) {
@@ -850,18 +851,23 @@ inline GemmProblem rows_after(const GemmProblem& p, int64_t rows, int64_t elem_s
   return q;
 }
 
+// The rows of `whole` that the family's class tiles take (plan.rows; 0: none), and the rest.
+template <class Family>
+auto split_class_tile_rows(const GemmProblem& whole, const DeviceLimits& device) {
+  const auto plan = Family::class_tile_plan(whole, device);
+  return std::make_pair(plan, plan.rows > 0 ? rows_after(whole, plan.rows, sizeof(typename Family::T)) : whole);
+}
+
 template <class Family>
 void run_family(const GemmProblem& whole, cudaStream_t stream, const DeviceLimits& device) {
   using T = typename Family::T;
   using Acc = typename Family::Acc;
   GemmProblem problem = whole;
   if constexpr (Family::kClassTiles) {
-    const auto classes = Family::class_tile_plan(whole, device);
-    if (classes.rows > 0) {
-      Family::launch_class_tiles(whole, classes, stream, device);
-      if (classes.rows == whole.m) return;
-      problem = rows_after(whole, classes.rows, sizeof(T));
-    }
+    const auto [classes, rest] = split_class_tile_rows<Family>(whole, device);
+    if (classes.rows > 0) Family::launch_class_tiles(whole, classes, stream, device);
+    if (rest.m == 0) return;
+    problem = rest;
   }
   const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
@@ -888,14 +894,16 @@ std::string describe_family(const GemmProblem& whole, const DeviceLimits& device
   s << "kernel: " << Family::kName << "\n";
   GemmProblem problem = whole;
   if constexpr (Family::kClassTiles) {
-    const auto classes = Family::class_tile_plan(whole, device);
+    const auto [classes, rest] = split_class_tile_rows<Family>(whole, device);
     if (classes.rows > 0) {
       Family::describe_class_tiles(s, classes);
       s << "\n";
-      if (classes.rows == whole.m) return s.str() + "why: rows without 16-byte alignment, in whole bands";
+      if (rest.m == 0)
+        return s.str() + "why: rows without 16-byte alignment, in whole bands (" + std::to_string(device.num_sms) +
+               " SMs)";
       s << "rows " << classes.rows << " ... " << whole.m - 1 << ":\n";
-      problem = rows_after(whole, classes.rows, sizeof(typename Family::T));
     }
+    problem = rest;
   }
   const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);

@@ -104,7 +104,7 @@ struct GroupWriters {
 };
 
 // The output lines of a tile in the order its staged lines hold them: the same (SameLines), or
-// permuted (ResidueClassLoader::Lines). line_of(l): the tile-relative output line of staged line l.
+// permuted (ResidueClassLoader::Lines, ClassTileLoader::Lines). line_of(l): the tile-relative output line of staged line l.
 struct SameLines {
   __device__ __forceinline__ int operator()(int l) const { return l; }
 };

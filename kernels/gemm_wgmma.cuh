@@ -492,7 +492,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStageBytes);
       uint64_t* const empty = full + kStages;
       uint64_t* const first_landed = empty + kStages;
-      // kClassBoxes: a stage is empty once both blocks of the cluster are done with it (each math
+      // kClassCluster: a stage is empty once both blocks of the cluster are done with it (each math
       // warp's lane 0 arrives on the other block's mbarrier for the warp).
       if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {

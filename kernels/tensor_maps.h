@@ -1,4 +1,4 @@
-// Tensor maps for sm_90's bulk copies: a persistent kernel's output, and float32 operands' tiles.
+// Tensor maps for sm_90's bulk copies: a persistent kernel's output, and operands' tiles.
 //
 // The output of a persistent kernel (gemm_wgmma, gemm_tiled) as a tensor map, for sm_90's bulk
 // tensor copies out of shared memory: elements along a line of the output (a row, or a column when it is written

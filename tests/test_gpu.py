@@ -9,6 +9,8 @@ from _util import DTYPES, LAYOUTS, PRECISION_CODES, check_against_reference, ope
 
 pytestmark = requires_gpu
 ops = torch.ops.tiledmm
+HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="wgmma runs on compute capability 9.0 (Hopper) only")
 
 # The five problems of shared/anchors.md: (name, M, K, N, A is stored transposed).
 ANCHORS = [
@@ -81,8 +83,7 @@ PERSISTENT = "persistent (each block walks output tiles"
 WGMMA_3XTF32_SHAPES = [(33, 40, 31), (130, 45, 67), (72, 264, 136)]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("tile", [0, 1, 2, 3])
 @pytest.mark.parametrize("splits", [1, 3])
@@ -108,8 +109,7 @@ def test_blocks_run_several_work_items_through_one_pipeline(tile, k, dtype, prec
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m,k,n", [(37, 300, 29), (37, 64, 29), (37, 64, 32), (100, 64, 96)])
 def test_3xtf32_wgmma_recomputes_outputs_its_split_turns_into_nan(layout, m, k, n):
@@ -222,8 +222,7 @@ def test_explain_names_the_kernel_and_reason(monkeypatch):
     assert "bfloat16 tensor cores" in tiledmm.explain(*operands(100, 100, 100, "nn", torch.bfloat16, "cuda"))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     aligned = operands(4096, 4096, 4096, "tn", dtype, "cuda")
@@ -239,8 +238,7 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     assert "why: short K" in text and PERSISTENT not in text and "2 block(s) per SM" in text
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     nn = operands(4096, 4096, 4096, "nn", torch.float32, "cuda")
     text = tiledmm.explain(*nn, precision="tf32")
@@ -293,8 +291,7 @@ def runs_persistent(dtype, precision, layout, m, k, n):
     return precision == "tf32" or layout != "tn"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("dtype,precision", PERSISTENT_PATHS, ids=[f"{str(d)[6:]}-{p}" for d, p in PERSISTENT_PATHS])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m,k,n", PERSISTENT_SHAPES)
@@ -331,8 +328,7 @@ def test_exact_persistent_tile_batched_and_shared_operands(layout, shared, k):
     check_against_reference(out, a, b)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shared", ["a", "b", "none"])
@@ -387,8 +383,7 @@ def _bulk_b_operand_variant(a, b, layout, operand):
     return a, b
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("tile", [0, 1, 2])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tt"])
@@ -444,8 +439,7 @@ def _misaligned_operands(case, batch=3, m=203, n=301, layout="nn"):
     return rows(m), randn(1, 263, n).expand(batch, -1, -1)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("layout,case", [(layout, case) for layout in ("nn", "nt")
                                          for case in ("odd", "views", "ld+2", "broadcast")]
@@ -464,8 +458,7 @@ def test_tf32_residue_class_tiles_round_to_nearest(layout, case, splits):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 def test_tf32_residue_class_more_matrices_than_the_grid():
     """65536 misaligned matrices (the grid holds 65535): blocks would take two work items, which
     the residue-class path's clusters cannot (the other block copies into stages an epilogue still
@@ -477,8 +470,7 @@ def test_tf32_residue_class_more_matrices_than_the_grid():
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("case", ["odd", "views", "ld+2", "broadcast"])
 @pytest.mark.parametrize("layout", ["nn", "nt"])
 def test_tf32_explain_names_residue_classes(layout, case):
@@ -493,8 +485,7 @@ def test_tf32_explain_names_residue_classes(layout, case):
     assert CLASS_BOXES not in tiledmm.explain(aligned_a, aligned_b, precision="tf32")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_tf32_residue_class_windows_before_k0(value):
     """The windows of a misaligned line of A start up to 3 elements before it, in the line before:
@@ -510,8 +501,7 @@ def test_tf32_residue_class_windows_before_k0(value):
     assert rel_err(out[finite], exact) < 2e-5
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_tf32_residue_class_windows_before_k0_both_operands(value):
     """x @ W^T: the windows of a misaligned line of either operand (both K-major) start up to 3
@@ -534,17 +524,18 @@ def test_tf32_residue_class_windows_before_k0_both_operands(value):
 
 # What tiledmm.explain says of 16-bit row-major products on tiles of one residue class.
 CLASS_TILES = "tiles whose lines are A's rows of one residue class"
-HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                                 reason="wgmma runs on compute capability 9.0 (Hopper) only")
 
 
 def _class_tile_operands(case, dtype, m=4101, k=333, n=1100):
     """Row-major 16-bit operands without 16-byte alignment, large enough for tiles of one residue
     class (two bands of 2048 rows and 5 rows more, a grid of the large tile that fills the GPU):
-    odd lines; views whose starts and lines are misaligned; A's lines aligned, or B's."""
+    odd lines (K = 333, and K = 381: 61 past a tile, so that the classes shifted 4 or more take one K
+    tile more); views whose starts and lines are misaligned; A's lines aligned, or B's."""
     randn = lambda *shape: torch.randn(*shape, device="cuda", dtype=dtype)
     if case == "odd":
         return randn(m, k), randn(k, n)
+    if case == "k381":  # classes whose shift passes K's last tile need one more
+        return randn(m, 381), randn(381, n)
     if case == "views":
         return randn(m + 3, k + 6)[3:, 1:k + 1], randn(k + 2, n + 7)[2:, 3:n + 3]
     if case == "a-aligned":
@@ -557,7 +548,7 @@ def _class_tile_operands(case, dtype, m=4101, k=333, n=1100):
 
 @HOPPER_ONLY
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("case", ["odd", "views", "a-aligned", "b-aligned", "whole-bands"])
+@pytest.mark.parametrize("case", ["odd", "k381", "views", "a-aligned", "b-aligned", "whole-bands"])
 def test_16bit_class_tiles(case, dtype):
     """16-bit row-major products without 16-byte alignment: whole bands of 2048 rows on tiles of one
     residue class of A's rows (both operands by bulk tensor copies, no shift pass), the rest on the
@@ -570,24 +561,28 @@ def test_16bit_class_tiles(case, dtype):
 
 @HOPPER_ONLY
 def test_16bit_class_tiles_explain_where_they_run():
-    """Aligned operands, a batch, short K and a forced configuration keep the other paths."""
+    """Aligned operands, a batch, short K, long K (split), a column-major A, one tile's columns and a
+    forced configuration keep the other paths."""
     a, b = _class_tile_operands("odd", torch.bfloat16)
     assert CLASS_TILES not in tiledmm.explain(*operands(4096, 336, 1104, "nn", torch.bfloat16, "cuda"))
     assert CLASS_TILES not in tiledmm.explain(torch.stack([a, a]), torch.stack([b, b]))
     assert CLASS_TILES not in tiledmm.explain(*_class_tile_operands("odd", torch.bfloat16, k=255))
     assert CLASS_TILES not in tiledmm.explain(a.mT.contiguous().mT, b)  # A column-major
+    assert CLASS_TILES not in tiledmm.explain(*_class_tile_operands("odd", torch.bfloat16, k=8195))
+    assert CLASS_TILES not in tiledmm.explain(*_class_tile_operands("odd", torch.bfloat16, m=65541, n=127))
     out = ops._bmm_with_config(a[None], b[None], 0, 1, 0)[0]  # forced: the windowed path
     check_against_reference(out, a, b)
 
 
 @HOPPER_ONLY
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
-def test_16bit_class_tile_windows_before_k0(value):
+def test_16bit_class_tile_windows_before_k0(value, dtype):
     """The window of a misaligned row of A starts up to 7 elements before it, in the row before,
     and the boxes of B's rows up to 7 before theirs: a non-finite value at the end of a row of A
     reaches its own output row only (in the class tiles' rows and in the rest), one at the end of a
     row of B the last output column only."""
-    a, b = _class_tile_operands("odd", torch.bfloat16)
+    a, b = _class_tile_operands("odd", dtype)
     rows = [0, 5, 6, 7, 130, 2047, 2048, 4095, 4096, 4100]
     a[rows, -1] = value
     b[[0, 1, 7, 100, 332], -1] = value
@@ -614,8 +609,7 @@ def _unusual_stride_operands(case):
     return randn(2, 3, 1536, 1024), randn(3, 2, 512, 1024).permute(1, 0, 3, 2)  # 4-d, B a permuted view
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("case", ["interleaved-a", "interleaved-w", "rows-broadcast", "columns-broadcast", "4d-permuted"])
 def test_tf32_bulk_b_unusual_strides(case):
     """The rounding bulk copies read B through its strides whatever they are (a tensor map's line
@@ -629,8 +623,7 @@ def test_tf32_bulk_b_unusual_strides(case):
     assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="wgmma runs on compute capability 9.0 (Hopper) only")
+@HOPPER_ONLY
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("operand", ["single", "batched", "broadcast", "padded"])
 def test_tf32_explain_names_bulk_b(layout, operand):
