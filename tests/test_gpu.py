@@ -560,6 +560,30 @@ def test_16bit_class_tiles(case, dtype):
 
 
 @HOPPER_ONLY
+def test_16bit_class_tiles_rest_on_a_side_stream():
+    """The rows past whole bands run on a second stream, forked from the caller's and joined back:
+    on a non-default stream and captured into a CUDA graph (replayed on fresh inputs) the result is
+    complete and right, and work queued after it on the caller's stream sees all of it."""
+    a, b = _class_tile_operands("odd", torch.bfloat16)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = tiledmm.mm(a, b)
+        total = out.float().sum(dim=1)  # queued after: must see the rest's rows
+    stream.synchronize()
+    check_against_reference(out, a, b)
+    assert torch.allclose(total, out.float().sum(dim=1))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = tiledmm.mm(a, b)
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    captured.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check_against_reference(captured, a, b)
+
+
+@HOPPER_ONLY
 def test_16bit_class_tiles_explain_where_they_run():
     """Aligned operands, a batch, short K, long K (split), a column-major A, one tile's columns and a
     forced configuration keep the other paths."""
