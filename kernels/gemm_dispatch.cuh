@@ -6,7 +6,6 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -859,65 +858,17 @@ auto split_class_tile_rows(const GemmProblem& whole, const DeviceLimits& device)
   return std::make_pair(plan, plan.rows > 0 ? rows_after(whole, plan.rows, sizeof(typename Family::T)) : whole);
 }
 
-// A second stream of the caller's (forked from it by an event on construction, joined back into it
-// on destruction): work on `side` runs beside the caller's stream's later work, after its earlier
-// work, and before anything queued after the fork's end. One side stream per device, made once.
-class StreamFork {
- public:
-  StreamFork(cudaStream_t stream, int device_index) : stream_(stream) {
-    static std::mutex made;
-    static cudaStream_t sides[64] = {};
-    {
-      const std::lock_guard<std::mutex> lock(made);
-      cudaStream_t& made_side = sides[device_index % 64];
-      if (!made_side) STD_CUDA_CHECK(cudaStreamCreateWithFlags(&made_side, cudaStreamNonBlocking));
-      side = made_side;
-    }
-    STD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-    STD_CUDA_CHECK(cudaEventRecord(fork_, stream_));
-    STD_CUDA_CHECK(cudaStreamWaitEvent(side, fork_, 0));
-  }
-  ~StreamFork() {  // no throwing here: a failure shows at the stream's next check
-    cudaEvent_t join = nullptr;
-    if (cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess) {
-      (void)cudaEventRecord(join, side);
-      (void)cudaStreamWaitEvent(stream_, join, 0);
-      (void)cudaEventDestroy(join);
-    }
-    (void)cudaEventDestroy(fork_);
-  }
-  StreamFork(const StreamFork&) = delete;
-  StreamFork& operator=(const StreamFork&) = delete;
-  cudaStream_t side = nullptr;
-
- private:
-  cudaStream_t stream_;
-  cudaEvent_t fork_ = nullptr;
-};
-
-template <class Family>
-void run_oriented(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device);
-
-// The class tiles' rows (launched first) and the rest of the rows on a second stream, so that the
-// rest's blocks take the SMs the class tiles' last wave leaves idle.
 template <class Family>
 void run_family(const GemmProblem& whole, cudaStream_t stream, const DeviceLimits& device) {
-  if constexpr (Family::kClassTiles) {
-    const auto [classes, rest] = split_class_tile_rows<Family>(whole, device);
-    if (classes.rows > 0 && rest.m == 0) return Family::launch_class_tiles(whole, classes, stream, device);
-    if (classes.rows > 0) {
-      const StreamFork fork(stream, whole.device_index);
-      Family::launch_class_tiles(whole, classes, stream, device);
-      return run_oriented<Family>(rest, fork.side, device);
-    }
-  }
-  run_oriented<Family>(whole, stream, device);
-}
-
-template <class Family>
-void run_oriented(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device) {
   using T = typename Family::T;
   using Acc = typename Family::Acc;
+  GemmProblem problem = whole;
+  if constexpr (Family::kClassTiles) {
+    const auto [classes, rest] = split_class_tile_rows<Family>(whole, device);
+    if (classes.rows > 0) Family::launch_class_tiles(whole, classes, stream, device);
+    if (rest.m == 0) return;
+    problem = rest;
+  }
   const GemmProblem p = orient<Family>(problem);
   const LaunchPlan plan = plan_launch<Family>(p, device);
   if (plan.splits == 1) return launch_plan<Family, T>(p, plan, static_cast<T*>(p.c), device, stream);

@@ -560,10 +560,10 @@ def test_16bit_class_tiles(case, dtype):
 
 
 @HOPPER_ONLY
-def test_16bit_class_tiles_rest_on_a_side_stream():
-    """The rows past whole bands run on a second stream, forked from the caller's and joined back:
-    on a non-default stream and captured into a CUDA graph (replayed on fresh inputs) the result is
-    complete and right, and work queued after it on the caller's stream sees all of it."""
+def test_16bit_class_tiles_on_a_stream_and_in_a_graph():
+    """The class tiles and the rows past whole bands (two launches, the second with a split-K
+    workspace): on a non-default stream and captured into a CUDA graph (replayed on fresh inputs)
+    the result is complete and right, and work queued after it on the same stream sees all of it."""
     a, b = _class_tile_operands("odd", torch.bfloat16)
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
