@@ -2,7 +2,7 @@
 // class of the output's lines per tile (bench/NOTES.md item 126).
 //   A box cannot start mid-16-byte block (item 80), but 16-bit lines 8 apart share their
 // misalignment, so each class of lines (index mod 8) is a tensor of its own
-// (make_class_tile_maps): a box at an aligned coordinate holds the class's lines from `shift`
+// (make_class_maps): a box at an aligned coordinate holds the class's lines from `shift`
 // (0-7) elements before the wanted one. TF32's residue classes (residue_class_loader.cuh) put
 // every class in each tile and pay for it with a set of A fragments and a narrow wgmma per class;
 // for 16-bit types that cost more than the shift pass it replaces (item 121). Here a tile takes

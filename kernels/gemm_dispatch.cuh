@@ -415,6 +415,7 @@ struct WgmmaFamily {
   // of the rows on the windowed path.
   static constexpr bool kClassTiles = sizeof(T) == 2;
   using ClassTile = WgmmaTile<128, 256, 64, 4, 1, 1>;
+  using ClassTileLoad = ClassLoaderOf<Input, ClassTile, false>;  // (16-bit only)
   struct ClassTilePlan {
     int64_t rows;  // 0: none
     ClassTileMaps maps;
@@ -424,7 +425,6 @@ struct WgmmaFamily {
   static ClassTilePlan class_tile_plan(const GemmProblem& p, const DeviceLimits& device) {
     ClassTilePlan plan{};
     if constexpr (kClassTiles) {
-      using Classes = ClassLoaderOf<Input, ClassTile, false>;
       constexpr int64_t kBand = kClassTileClasses * ClassTile::BN, kVecWidth = 16 / sizeof(T);
       const int64_t rows = p.m / kBand * kBand;
       const bool aligned = vectorizable(p.a, p.k, kVecWidth) && vectorizable(p.b, p.n, kVecWidth);
@@ -435,11 +435,14 @@ struct WgmmaFamily {
           p.splits_override >= 1 || rows == 0 || p.k <= 256 || p.k > kMaxSliceK || tiles < device.num_sms ||
           row_tiles < 2 || row_tiles >= 65535)
         return plan;
+      // A: B's rows (k lines of n elements); B: A's first rows.
       int box_lines[kClassTileClasses];
-      for (int d = 0; d < kClassTileClasses; ++d) box_lines[d] = Classes::a_box_lines(d);
-      plan.maps = make_class_tile_maps(static_cast<const T*>(p.b.data), p.b.ld, static_cast<const T*>(p.a.data),
-                                       p.a.ld, p.n, rows, p.k, Classes::kALineElems, box_lines, ClassTile::BK,
-                                       Classes::kBBoxLines);
+      for (int d = 0; d < kClassTileClasses; ++d) box_lines[d] = ClassTileLoad::a_box_lines(d);
+      constexpr CUtensorMapDataType kType =
+          std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      plan.maps = make_class_maps<kClassTileClasses>(
+          static_cast<const T*>(p.b.data), p.b.ld, 0, p.n, p.k, static_cast<const T*>(p.a.data), p.a.ld, 0, rows, p.k,
+          1, ClassTileLoad::kALineElems, box_lines, ClassTile::BK, ClassTileLoad::kBBoxLines, kType);
       if (plan.maps.valid) plan.rows = rows;
     }
     return plan;
@@ -453,9 +456,8 @@ struct WgmmaFamily {
       const int64_t k_chunk = (p.k + ClassTile::BK - 1) / ClassTile::BK * ClassTile::BK;
       const GemmArgs<T, T> args{static_cast<const T*>(p.b.data), static_cast<const T*>(p.a.data),
                                 static_cast<T*>(p.c), p.b.ld, p.a.ld, 0, 0, 1, p.n, plan.rows, p.k, 1, k_chunk};
-      using Classes = ClassLoaderOf<Input, ClassTile, false>;
       launch_with_smem<gemm_wgmma_kernel<Input, ClassTile, kMode, false, false, T, true, false, true>, ClassTile,
-                       kSmem, Classes::kClusterBlocks>(args, device.num_sms, stream, TensorMap{}, plan.maps);
+                       kSmem, ClassTileLoad::kClusterBlocks>(args, device.num_sms, stream, TensorMap{}, plan.maps);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
@@ -570,9 +572,12 @@ struct WgmmaFamily {
   static ResidueClassMaps class_maps(const void* a, int64_t lda, int64_t batch_stride_a, const void* b, int64_t ldb,
                                      int64_t batch_stride_b, int64_t batch, int64_t m, int64_t n, int64_t k) {
     using Classes = ResidueClassLoader<Tile::BM, Tile::BN, Tile::BK, kARowMajor>;
-    return make_residue_class_maps(static_cast<const float*>(a), lda, batch_stride_a, kARowMajor,
-                                   static_cast<const float*>(b), ldb, batch_stride_b, batch, m, n, k,
-                                   Classes::kALineElems, Classes::kALines, Tile::BK, Classes::kClassLines);
+    int box_lines[kResidueClasses];
+    for (int& lines : box_lines) lines = Classes::kALines;
+    return make_class_maps<kResidueClasses>(static_cast<const float*>(a), lda, batch_stride_a, kARowMajor ? k : m,
+                                            kARowMajor ? m : k, static_cast<const float*>(b), ldb, batch_stride_b, n, k,
+                                            batch, Classes::kALineElems, box_lines, Tile::BK, Classes::kClassLines,
+                                            CU_TENSOR_MAP_DATA_TYPE_TFLOAT32);
   }
   // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
   // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,

@@ -3,7 +3,7 @@
 //   A tensor map needs 16-byte aligned lines, and a box cannot start mid-16-byte block (item 80).
 // But lines 4 apart of a float32 matrix share their misalignment (4 ld floats are a multiple of 16
 // bytes), so each class of lines (index mod 4) is a tensor of its own: its start aligned down by
-// the class's shift (0-3 elements) and a line stride of 4 ld (make_residue_class_maps). A box at an
+// the class's shift (0-3 elements) and a line stride of 4 ld (make_class_maps). A box at an
 // aligned coordinate holds the class's lines from `shift` elements before the wanted one.
 //   B (K-major, lines n): class c's box lands the k window [k0 - shift_c, k0 - shift_c + BK) of the
 // tile's BN / 4 lines of the class, 128-byte swizzled, as rows c BN / 4 ... of the stage. The

@@ -82,8 +82,7 @@ TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matri
 // bytes). Invalid where the start or a stride is not a multiple of 16 bytes, or a coordinate
 // would pass 32 bits.
 //   Users: gemm_tiled's row-major B (FLOAT32, unswizzled), TF32 wgmma's K-major B (TFLOAT32, 128B),
-// and the residue-class maps below (TFLOAT32: A unswizzled, MN-major or K-major; B 128B; 16-bit
-// class tiles: A unswizzled, B 128B).
+// and the residue-class maps below (A unswizzled, B 128B).
 template <typename T>
 TensorMap make_operand_map(const T* x, int64_t line_len, int64_t lines, int64_t matrices, int64_t ld,
                            int64_t batch_stride, int box_elems, int box_lines, CUtensorMapDataType type,
@@ -106,85 +105,49 @@ TensorMap make_operand_map(const T* x, int64_t line_len, int64_t lines, int64_t 
   return out;
 }
 
-// The residue-class maps of TF32 wgmma's operands without 16-byte alignment
-// (residue_class_loader.cuh): for each class c of lines (index mod 4), A's lines 4 j + c (k lines
-// of an MN-major A, m lines of a K-major one) and B's lines n = 4 j + c as a tensor that starts
-// shift[c] elements before line c, aligned down to 16 bytes, its lines 4 ld apart. TFLOAT32:
-// rounded to TF32 on the way.
-struct ResidueClassMaps {
-  CUtensorMap a[4], b[4];
-  int a_shift[4], b_shift[4];
+// The residue-class maps of operands without 16-byte alignment, C classes of lines (C = 16 /
+// the element's bytes: lines C apart share their misalignment). For each class c, the lines
+// C j + c of A (a_lines lines of a_line_len elements, lda apart: k lines of m elements where A is
+// MN-major, m lines of k where K-major) and of B (K-major: b_lines lines of k elements, ldb apart)
+// are a tensor that starts shift[c] elements before line c, aligned down to 16 bytes, its lines
+// C ld apart. Users: TF32 wgmma's every class in each tile (residue_class_loader.cuh: C = 4,
+// TFLOAT32, rounded to TF32 on the way) and 16-bit wgmma's one class a tile
+// (class_tile_loader.cuh: C = 8, one matrix).
+template <int C>
+struct ClassMaps {
+  CUtensorMap a[C], b[C];
+  int a_shift[C], b_shift[C];
   bool valid;
 };
-
-// A (MN-major: k lines of m elements, lda apart; a_k_major: m lines of k) and B (K-major: n lines
-// of k, ldb apart), in boxes of a_box_lines lines of a_box_elems elements and of b_box_lines lines
-// of b_box_elems (ResidueClassLoader's); invalid where a map does not fit (a class without lines,
-// a batch stride that is not a multiple of 16 bytes, coordinates past 32 bits).
-inline ResidueClassMaps make_residue_class_maps(const float* a, int64_t lda, int64_t batch_stride_a, bool a_k_major,
-                                                const float* b, int64_t ldb, int64_t batch_stride_b, int64_t batch,
-                                                int64_t m, int64_t n, int64_t k, int a_box_elems, int a_box_lines,
-                                                int b_box_elems, int b_box_lines) {
-  ResidueClassMaps maps{};
-  if (m < 4 || n < 4 || k < 4) return maps;
-  auto misalignment = [](const float* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / 4); };
-  maps.valid = true;
-  if (batch == 1) batch_stride_a = batch_stride_b = 0;  // never used: any stride does
-  const int64_t a_line_len = a_k_major ? k : m, a_lines = a_k_major ? m : k;
-  for (int c = 0; c < 4; ++c) {
-    const float* a_line = a + c * lda;
-    const float* b_line = b + c * ldb;
-    maps.a_shift[c] = misalignment(a_line);
-    maps.b_shift[c] = misalignment(b_line);
-    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], a_line_len + maps.a_shift[c], (a_lines - c + 3) / 4,
-                                          batch, 4 * lda, batch_stride_a, a_box_elems, a_box_lines,
-                                          CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE);
-    const TensorMap bmap = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (n - c + 3) / 4, batch,
-                                            4 * ldb, batch_stride_b, b_box_elems, b_box_lines, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
-                                            CU_TENSOR_MAP_SWIZZLE_128B);
-    maps.a[c] = am.map;
-    maps.b[c] = bmap.map;
-    maps.valid = maps.valid && am.valid && bmap.valid;
-  }
-  return maps;
-}
-
-// The maps of 16-bit C^T products without 16-byte alignment, one residue class per tile
-// (class_tile_loader.cuh): 16-bit lines 8 apart share their misalignment, so for each class c
-// (line index mod 8) the lines 8 j + c of A (MN-major: k lines of m elements, lda apart) and of B
-// (K-major: n lines of k, ldb apart) are a tensor that starts shift[c] elements before line c,
-// aligned down to 16 bytes, its lines 8 ld apart. One matrix (no batch). Boxes: A's class c
-// a_box_lines[c] lines of a_box_elems elements, unswizzled; B's b_box_lines lines of b_box_elems,
-// 128-byte swizzled. Invalid where a map does not fit (a class without lines, coordinates past
-// 32 bits).
+using ResidueClassMaps = ClassMaps<4>;
 constexpr int kClassTileClasses = 8;
-struct ClassTileMaps {
-  CUtensorMap a[kClassTileClasses], b[kClassTileClasses];
-  int a_shift[kClassTileClasses], b_shift[kClassTileClasses];
-  bool valid;
-};
+using ClassTileMaps = ClassMaps<kClassTileClasses>;
 
-template <typename T>
-ClassTileMaps make_class_tile_maps(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t m, int64_t n, int64_t k,
-                                   int a_box_elems, const int (&a_box_lines)[kClassTileClasses], int b_box_elems,
-                                   int b_box_lines) {
-  static_assert(sizeof(T) == 2, "16-bit operands");
-  constexpr CUtensorMapDataType kType =
-      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  constexpr int C = kClassTileClasses;
-  ClassTileMaps maps{};
-  if (m < 1 || n < C || k < C) return maps;
+// Boxes of A's class c: a_box_lines[c] lines of a_box_elems elements, unswizzled; of B's:
+// b_box_lines lines of b_box_elems, 128-byte swizzled. Invalid where a map does not fit (a class
+// without lines, a batch stride that is not a multiple of 16 bytes, coordinates past 32 bits).
+template <int C, typename T>
+ClassMaps<C> make_class_maps(const T* a, int64_t lda, int64_t batch_stride_a, int64_t a_line_len, int64_t a_lines,
+                             const T* b, int64_t ldb, int64_t batch_stride_b, int64_t b_lines, int64_t k,
+                             int64_t batch, int a_box_elems, const int (&a_box_lines)[C], int b_box_elems,
+                             int b_box_lines, CUtensorMapDataType type) {
+  static_assert(C * sizeof(T) == 16, "lines C apart share their misalignment");
+  ClassMaps<C> maps{};
+  if (a_line_len < C || a_lines < C || b_lines < C || k < C) return maps;
   auto misalignment = [](const T* p) { return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T)); };
   maps.valid = true;
+  if (batch == 1) batch_stride_a = batch_stride_b = 0;  // never used: any stride does
   for (int c = 0; c < C; ++c) {
     const T* a_line = a + c * lda;
     const T* b_line = b + c * ldb;
     maps.a_shift[c] = misalignment(a_line);
     maps.b_shift[c] = misalignment(b_line);
-    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], m + maps.a_shift[c], (k - c + C - 1) / C, 1, C * lda,
-                                          0, a_box_elems, a_box_lines[c], kType, CU_TENSOR_MAP_SWIZZLE_NONE);
-    const TensorMap bm = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (n - c + C - 1) / C, 1, C * ldb,
-                                          0, b_box_elems, b_box_lines, kType, CU_TENSOR_MAP_SWIZZLE_128B);
+    const TensorMap am = make_operand_map(a_line - maps.a_shift[c], a_line_len + maps.a_shift[c],
+                                          (a_lines - c + C - 1) / C, batch, C * lda, batch_stride_a, a_box_elems,
+                                          a_box_lines[c], type, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const TensorMap bm = make_operand_map(b_line - maps.b_shift[c], k + maps.b_shift[c], (b_lines - c + C - 1) / C,
+                                          batch, C * ldb, batch_stride_b, b_box_elems, b_box_lines, type,
+                                          CU_TENSOR_MAP_SWIZZLE_128B);
     maps.a[c] = am.map;
     maps.b[c] = bm.map;
     maps.valid = maps.valid && am.valid && bm.valid;
