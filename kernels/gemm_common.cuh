@@ -65,21 +65,24 @@ __device__ __forceinline__ WorkItem<T> work_item(const GemmArgs<T, Out>& args, i
                      args.a + matrix * args.batch_stride_a, args.b + matrix * args.batch_stride_b};
 }
 
-// A persistent block's work items: numbered columns fastest, then rows, then K slices, then
-// matrices, it takes items blockIdx.x, blockIdx.x + gridDim.x, ... or, kContiguous, a range of
+// A persistent block's work items: numbered columns fastest (kRowsFirst: rows), then the other
+// tile index, then K slices, then matrices, it takes items blockIdx.x, blockIdx.x + gridDim.x, ...
+// so that the blocks' items at any moment are neighbours along the output's lines in memory (a
+// column-major output wants rows first); or, kContiguous, a range of
 // consecutive items (the blocks' ranges differ in length by one at most), whose neighbours mostly
 // share their rows of A. Each item is kept as its digits in those four radices, and the next one
 // is found by adding the stride's digits with carries: decomposing every index by 64-bit
 // divisions cost each warp ~300 instructions of serial latency an item (a fifth of a bf16
 // short-K item's time on wgmma; bench/NOTES.md item 86).
-template <int BM, int BN, int BK, bool kContiguous = false>
+template <int BM, int BN, int BK, bool kContiguous = false, bool kRowsFirst = false>
 struct PersistentWalk {
-  int64_t radix[4], digit[4], step[4];  // matrix, slice, row tile, column tile
+  int64_t radix[4], digit[4], step[4];  // matrix, slice, then the slower and the faster tile index
   int64_t left;                         // kContiguous: the items left in the block's range
 
   template <typename T, typename Out>
   __device__ __forceinline__ explicit PersistentWalk(const GemmArgs<T, Out>& args)
-      : radix{args.batch, args.splits, (args.m + BM - 1) / BM, (args.n + BN - 1) / BN} {
+      : radix{args.batch, args.splits, kRowsFirst ? (args.n + BN - 1) / BN : (args.m + BM - 1) / BM,
+              kRowsFirst ? (args.m + BM - 1) / BM : (args.n + BN - 1) / BN} {
     if constexpr (kContiguous) {
       const int64_t items = radix[0] * radix[1] * radix[2] * radix[3];
       const int64_t first = items * blockIdx.x / gridDim.x;
@@ -114,7 +117,8 @@ struct PersistentWalk {
   }
   template <typename T, typename Out>
   __device__ __forceinline__ WorkItem<T> item(const GemmArgs<T, Out>& args) const {
-    return work_item<BM, BN, BK>(args, digit[0] * args.splits + digit[1], digit[0], digit[1], digit[2], digit[3]);
+    return work_item<BM, BN, BK>(args, digit[0] * args.splits + digit[1], digit[0], digit[1],
+                                 digit[kRowsFirst ? 3 : 2], digit[kRowsFirst ? 2 : 3]);
   }
 };
 
@@ -124,12 +128,13 @@ struct PersistentWalk {
 // (matrix, K slice) pairs z (gridDim.y and .z are capped at 65535).
 //   kPersistent: a one-dimensional grid of about one block per SM walks all the tiles
 // (PersistentWalk), so that a block's next tile can start while its last one's output is still
-// being written.
-template <int BM, int BN, int BK, bool kPersistent = false, bool kEveryRowTile = false, typename T, typename Out,
-          typename Body>
+// being written; kRowsFirst: the walk's row tiles fastest (a column-major output).
+template <int BM, int BN, int BK, bool kPersistent = false, bool kEveryRowTile = false, bool kRowsFirst = false,
+          typename T, typename Out, typename Body>
 __device__ __forceinline__ void for_each_work_item(const GemmArgs<T, Out>& args, const Body& body) {
   if constexpr (kPersistent) {
-    for (PersistentWalk<BM, BN, BK> walk(args); walk.valid(); walk.advance()) body(walk.item(args));
+    for (PersistentWalk<BM, BN, BK, false, kRowsFirst> walk(args); walk.valid(); walk.advance())
+      body(walk.item(args));
   } else {
     // kEveryRowTile: blocks whose row tile is past the matrix (a grid rounded up to whole clusters)
     // run it too, for the copies they share with the others.

@@ -239,7 +239,10 @@ constexpr bool kGroupOutput =
 template <class Input, class Tile, bool kTransposedOut>
 constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, Tile> ? 64 : Tile::BM;
 
-// kTransposedOut: the kernel's m x n result is C^T (see above), written column-major.
+// kTransposedOut: the kernel's m x n result is C^T (see above), written column-major; a persistent
+// block walks its row tiles first, so that the tiles the blocks write at once lie side by side
+// along the output's lines rather than above one another (TF32 smallK 1.39 -> 1.29 ms on an H200,
+// bench/NOTES.md item 130).
 // kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
 // TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
 // kClassBoxes (warp-specialized, K-major B without 16-byte alignment, C^T products; A MN-major, or
@@ -548,7 +551,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           ptx::cp_async_wait<0>();
           for (int64_t i = first; i < last; ++i) publish(i);
         };
-        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster>(args, [&](const WorkItem<T>& item) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster, kTransposedOut>(args, [&](const WorkItem<T>& item) {
           const WorkItem<T> w = with_tiles(item);
           // The math warps are done with the stages (a staged epilogue over them). Both roles
           // meet at named barrier 4, each from its own branch.
@@ -597,7 +600,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
         sync::set_registers<kMathRegisters, true>();
-        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster>(args, [&](const WorkItem<T>& item) {
+        for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster, kTransposedOut>(args, [&](const WorkItem<T>& item) {
           const WorkItem<T> w = with_tiles(item);
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
@@ -668,7 +671,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       ALoader a_loader;
       BLoader b_loader;
       attach_ring(b_loader);
-      for_each_work_item<BM, BN, BK, Tile::kPersistent>(args, [&](const WorkItem<T>& w) {
+      for_each_work_item<BM, BN, BK, Tile::kPersistent, false, kTransposedOut>(args, [&](const WorkItem<T>& w) {
         float acc[BN / 2], sum[kSums];
         clear(acc, sum);
 
