@@ -42,12 +42,11 @@
 namespace tiledmm {
 
 constexpr int kResidueClasses = 4;  // float32 lines 4 apart share their misalignment
-constexpr int kClassClusterBlocks = 2;  // blocks sharing B's tiles
 
 template <int BM, int BN, int BK, bool kAKMajor = false>
 struct ResidueClassLoader {
   using Maps = ResidueClassMaps;
-  static constexpr int kClusterBlocks = kClassClusterBlocks;
+  static constexpr int kClusterBlocks = 2;  // blocks sharing B's tiles
   // A read by 32-bit loads from several lines at once (an MN-major A's four, a K-major A's eight):
   // pairs spread across the warps, so that the loads fill 32 banks.
   static constexpr FragmentRows kRows = FragmentRows::kSpread;
@@ -87,7 +86,7 @@ struct ResidueClassLoader {
     a_matrix = static_cast<int>(a_matrix_);
     b_matrix = static_cast<int>(b_matrix_);
     issuer = tid == 0;
-    first_class = static_cast<int>(ptx::cluster_rank()) * (kResidueClasses / kClassClusterBlocks);
+    first_class = static_cast<int>(ptx::cluster_rank()) * (kResidueClasses / kClusterBlocks);
   }
   // The next tile's boxes into the stages (1024-byte aligned), landing on `landed` (arrives: with
   // the issuer's arrival, else counted among the producer's arrivals): A's, and this block's
@@ -109,9 +108,9 @@ struct ResidueClassLoader {
           ptx::bulk_tensor_load(&maps->a[c], a_stage + c * kAClassElems, landed, m0, kk / kResidueClasses - 1,
                                 a_matrix);
       }
-      constexpr uint16_t kCluster = (1u << kClassClusterBlocks) - 1;
+      constexpr uint16_t kCluster = (1u << kClusterBlocks) - 1;
 #pragma unroll
-      for (int q = 0; q < kResidueClasses / kClassClusterBlocks; ++q) {
+      for (int q = 0; q < kResidueClasses / kClusterBlocks; ++q) {
         const int c = first_class + q;
         ptx::bulk_tensor_load_multicast(&maps->b[c], b_stage + c * kClassLines * BK, landed, kk, n_line0, b_matrix,
                                         kCluster);
