@@ -17,6 +17,7 @@
 using namespace tiledmm;
 
 constexpr int kRounds = 2048;
+constexpr int kBlocks = 132;  // one per SM of an H100 SXM or H200
 
 template <int kGroups, int N, int kPerCommit, bool kSS, bool kTurns, bool kWork, int kInFlight>
 __global__ void __launch_bounds__(128 * kGroups) probe(long long* cycles, float* sink) {
@@ -36,7 +37,9 @@ __global__ void __launch_bounds__(128 * kGroups) probe(long long* cycles, float*
   const unsigned char* a_tile = smem + 64 * 1024 + group * 64 * 128;
   const long long start = clock64();
   for (int round = 0; round < kRounds; ++round) {
-    if constexpr (kWork) {  // the split of the next A fragments: two conversions and a subtraction each
+    // The split of the next A fragments: two conversions and a subtraction each, folded into one
+    // fragment (the probe times the work, not the products' values).
+    if constexpr (kWork) {
 #pragma unroll
       for (int s = 0; s < 4; ++s)
 #pragma unroll
@@ -89,30 +92,30 @@ __global__ void __launch_bounds__(128 * kGroups) probe(long long* cycles, float*
 template <int kGroups, int N, int kPerCommit, bool kSS, bool kTurns, bool kWork, int kInFlight = 0>
 void run(const char* name) {
   auto kernel = probe<kGroups, N, kPerCommit, kSS, kTurns, kWork, kInFlight>;
-  const int smem = 100 * 1024, blocks = 132;
+  const int smem = 100 * 1024;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   long long* cycles;
   float* sink;
-  cudaMalloc(&cycles, blocks * sizeof(long long));
-  cudaMalloc(&sink, blocks * 128 * kGroups * sizeof(float));
-  kernel<<<blocks, 128 * kGroups, smem>>>(cycles, sink);  // warm-up
+  cudaMalloc(&cycles, kBlocks * sizeof(long long));
+  cudaMalloc(&sink, kBlocks * 128 * kGroups * sizeof(float));
+  kernel<<<kBlocks, 128 * kGroups, smem>>>(cycles, sink);  // warm-up
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventRecord(e0);
-  kernel<<<blocks, 128 * kGroups, smem>>>(cycles, sink);
+  kernel<<<kBlocks, 128 * kGroups, smem>>>(cycles, sink);
   cudaEventRecord(e1);
   cudaEventSynchronize(e1);
   float ms = 0.0f;
   cudaEventElapsedTime(&ms, e0, e1);
-  long long host[132];
+  long long host[kBlocks];
   cudaMemcpy(host, cycles, sizeof(host), cudaMemcpyDeviceToHost);
   long long worst = 0;
   for (long long c : host) worst = c > worst ? c : worst;
   const double fma = double(kRounds) * kGroups * kPerCommit * 64.0 * N * 8.0;  // per block
   const cudaError_t err = cudaGetLastError();
   std::printf("%-58s %5.1f%% of peak per clock, %6.1f TFLOP/s, %.1f GHz  %s\n", name, 100.0 * fma / worst / 1024.0,
-              2.0 * fma * blocks / (ms * 1e-3) / 1e12, worst / (ms * 1e6),
+              2.0 * fma * kBlocks / (ms * 1e-3) / 1e12, worst / (ms * 1e6),
               err == cudaSuccess ? "" : cudaGetErrorString(err));
   cudaFree(cycles);
   cudaFree(sink);
