@@ -520,7 +520,8 @@ struct WgmmaFamily {
       TensorMap output_map{};
       if constexpr (Tile::kPersistent)
         output_map = make_output_map(args.c, kTransposedOut ? args.m : args.n, kTransposedOut ? args.n : args.m,
-                                     args.batch * args.splits, kOutputBoxLines<Input, Tile, kTransposedOut>);
+                                     args.batch * args.splits, kOutputBoxLines<Input, Tile, kARowMajor, kTransposedOut, Out>,
+                                     kOutputBoxChunks<Input, Tile, kARowMajor, kTransposedOut, Out>);
       if constexpr (kClassBoxes<Tile, kVec, kARowMajor, kBRowMajor, kTransposedOut>) {
         if (class_grid_fits<Tile>(args.splits, args.batch, args.m)) {
           const ResidueClassMaps maps = class_maps<Tile, kARowMajor>(args.a, args.lda, args.batch_stride_a, args.b,

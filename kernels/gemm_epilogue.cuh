@@ -55,31 +55,47 @@ struct NanRepair {
 struct NoRepair {};
 
 // Where output (line l, element e) of a tile of kLines lines is staged for bulk tensor copies:
-// in the boxes of the output's tensor map (tensor_maps.h), one per 128 bytes along a line,
-// each kLines rows of 128 bytes whose 16-byte chunks are swizzled by the row (l % 8), as the
-// map's 128-byte swizzle wants: bank-conflict-free for 16-byte stores along a line and for
-// stores across lines alike.
-template <typename Out, int kLines>
+// in the boxes of the output's tensor map (tensor_maps.h), each kBoxChunks 128-byte chunks along
+// a line by the tile's kLines lines, laid out line by line as rows of 128 bytes whose 16-byte
+// chunks are swizzled by the row (its index % 8), as the map's 128-byte swizzle wants. One chunk
+// a box: rows l of a box in distinct swizzle phases for l % 8, bank-conflict-free for 16-byte
+// stores along a line and for stores across lines alike. Two: a box writes 256 bytes of each
+// line at once (the writes nearer a fill's rate, bench/NOTES.md item 139), and a line's two rows
+// are in phases 2 l and 2 l + 1: lines 4 apart share a phase.
+template <typename Out, int kLines, int kBoxChunks = 1>
 __device__ __forceinline__ int bulk_box_offset(int l, int e) {
-  constexpr unsigned kVec = 16 / sizeof(Out), kBoxElems = 8 * kVec;
+  constexpr unsigned kVec = 16 / sizeof(Out), kChunkElems = 8 * kVec, kBoxElems = kBoxChunks * kChunkElems;
   // Unsigned, so that the divisions by powers of two are shifts.
-  const unsigned ul = l, ue = e, x = ue % kBoxElems;
-  return static_cast<int>(((ue / kBoxElems) * kLines + ul) * kBoxElems + ((x / kVec) ^ (ul % 8)) * kVec + x % kVec);
+  const unsigned ul = l, ue = e, x = ue % kChunkElems;
+  const unsigned row = ((ue / kBoxElems) * kLines + ul) * kBoxChunks + ue % kBoxElems / kChunkElems;
+  return static_cast<int>(row * kChunkElems + ((x / kVec) ^ (row % 8)) * kVec + x % kVec);
 }
+
+// The lines of a box of a tile of kLines lines: all of them, or 64 for boxes of several chunks
+// (16 KiB boxes of float32).
+template <int kLines, int kBoxChunks>
+constexpr int kBulkBoxLines = kBoxChunks > 1 && kLines > 64 ? 64 : kLines;
 
 // Sends a staged tile (bulk_box_offset's layout, kLines lines of kLineLen elements) to the
 // output at element e0 of line line0 of matrix z, by one bulk tensor copy per box (sm_90; parts
 // outside the output are not written), committed as one group. One thread calls it, after a
 // fence for the async proxy and a barrier behind every thread's staging stores. kEvictFirst: the
-// output leaves the L2 before the operands (ptx::bulk_tensor_store).
-template <int kLines, int kLineLen, bool kEvictFirst, typename Out>
+// output leaves the L2 before the operands (ptx::bulk_tensor_store). e0 is a multiple of a box.
+template <int kLines, int kLineLen, bool kEvictFirst, int kBoxChunks = 1, typename Out>
 __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile, int64_t e0, int64_t line0,
                                                int64_t z) {
-  constexpr int kBoxElems = 128 / static_cast<int>(sizeof(Out));
+  constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out)), kBoxElems = kBoxChunks * kChunkElems;
+  constexpr int kBoxLines = kBulkBoxLines<kLines, kBoxChunks>;
+  const int x = static_cast<int>(e0), y = static_cast<int>(line0), w = static_cast<int>(z);
 #pragma unroll
   for (int q = 0; q < kLineLen / kBoxElems; ++q)
-    ptx::bulk_tensor_store<kEvictFirst>(map, tile + q * kLines * kBoxElems, static_cast<int>(e0) + q * kBoxElems,
-                                        static_cast<int>(line0), static_cast<int>(z));
+#pragma unroll
+    for (int l = 0; l < kLines; l += kBoxLines) {
+      const Out* box = tile + (q * kLines + l) * kBoxElems;
+      // The map's coordinates: (element, line, matrix), or (element of a chunk, chunk, line, matrix).
+      if constexpr (kBoxChunks == 1) ptx::bulk_tensor_store<kEvictFirst>(map, box, x + q * kBoxElems, y + l, w, 0);
+      else ptx::bulk_tensor_store<kEvictFirst>(map, box, 0, (x + q * kBoxElems) / kChunkElems, y + l, w);
+    }
   ptx::bulk_commit();
 }
 
@@ -126,7 +142,8 @@ struct SameLines {
 // without waiting for them; a call waits until the copies of the tile kBulkBuffers calls before
 // it have read its buffer, and the block must call finish_bulk_output() before it exits.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
-          int kBulkBuffers = 0, FragmentRows kRows = FragmentRows::kPlain, typename Out, typename Value, typename Repair = NoRepair,
+          int kBulkBuffers = 0, FragmentRows kRows = FragmentRows::kPlain, int kBoxChunks = 1, typename Out,
+          typename Value, typename Repair = NoRepair,
           typename Writers = BlockWriters, typename LineOf = SameLines>
 __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, int64_t m, int64_t n,
                                                   int64_t m0, int64_t n0, int warp_m, int warp_n,
@@ -158,7 +175,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     // Where output (line l, element e) is staged: padded lines, or (kBulk) the tensor map's boxes.
     constexpr int kVec = 16 / static_cast<int>(sizeof(Out));
     auto at = [&](int l, int e) -> Out& {
-      if constexpr (kBulk) return tile[bulk_box_offset<Out, kLines>(l, e)];
+      if constexpr (kBulk) return tile[bulk_box_offset<Out, kLines, kBoxChunks>(l, e)];
       else return tile[l * kOutLd + e];
     };
 #pragma unroll
@@ -172,15 +189,21 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
           // spilled 236 bytes in the 3xTF32 tile). Padded: lanes (g, t4) hit banks g + 8 t4
           // (mod 32), 2 kOutLd being 8 words past a multiple of 32. kPairedRows: a thread's two
           // rows are adjacent along its lines, one 8-byte store (the second half adds nothing).
-          constexpr int kLineStride = kBulk ? 128 / static_cast<int>(sizeof(Out)) : kOutLd;  // a box row
+          constexpr int kLineStride = kBulk ? kBoxChunks * 128 / static_cast<int>(sizeof(Out)) : kOutLd;  // a box line
           if (kPairedRows && half == 1) continue;
+          // Boxes of several chunks put lines 2 apart 4 swizzle phases apart (bulk_box_offset), so
+          // lanes t4 >= 2 store the other column of their pair first: a store's lines 2 t4 + (e ^
+          // flip) then cover four phases, and a half warp's stores hit distinct banks.
+          const int flip = kBulk && kBoxChunks > 1 ? t4 / 2 : 0;
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            Out* const first = &at(warp_n + 2 * t4 + e, r);
+            const int col = e ^ flip;
+            Out* const first = &at(warp_n + 2 * t4 + col, r);
+            auto of = [&](int j, int h) { return col ? value(i, j, h, 1) : value(i, j, h, 0); };
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-              if constexpr (kPairedRows) store_pair(first + 8 * j * kLineStride, value(i, j, 0, e), value(i, j, 1, e));
-              else first[8 * j * kLineStride] = from_acc<Out>(value(i, j, half, e));
+              if constexpr (kPairedRows) store_pair(first + 8 * j * kLineStride, of(j, 0), of(j, 1));
+              else first[8 * j * kLineStride] = from_acc<Out>(of(j, half));
             }
           }
         } else {
@@ -204,10 +227,15 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
     }
     if constexpr (kBulk) ptx::fence_shared_for_async_proxy();
     writers.template sync<kThreads>();
+    int64_t from = 0;  // the tile's first element (along its lines) that the threads write
     if constexpr (kBulk) {
       if (map) {
-        if (tid == 0) send_bulk_tile<kLines, kLineLen, true>(map, tile, e0, line0, z);
-        return;
+        if (tid == 0) send_bulk_tile<kLines, kLineLen, true, kBoxChunks>(map, tile, e0, line0, z);
+        // Boxes of several chunks write a line's whole chunks: the rest of it, where the tile
+        // reaches it, is the threads'.
+        constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out));
+        from = kBoxChunks == 1 ? kLineLen : line_len / kChunkElems * kChunkElems - e0;
+        if (from >= kLineLen) return;
       }
     }
     const bool vec = line_len % kVec == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
@@ -216,7 +244,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
       for (int v = tid; v < kLines * kLineVecs; v += kThreads) {
         const int l = v / kLineVecs, e = (v % kLineVecs) * kVec;
         const int64_t line = line0 + line_of(l);
-        if (line >= lines || e0 + e >= line_len) continue;
+        if (line >= lines || e < from || e0 + e >= line_len) continue;
         *reinterpret_cast<uint4*>(c + line * line_len + e0 + e) = *reinterpret_cast<const uint4*>(&at(l, e));
       }
     } else {
@@ -232,7 +260,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
         Out* const dst = c + line * line_len + e0;
 #pragma unroll
         for (int e = lane; e < kLineLen; e += 32)
-          if (e < rest) dst[e] = at(l, e);
+          if (e >= from && e < rest) dst[e] = at(l, e);
       }
     }
   } else {

@@ -234,10 +234,31 @@ constexpr int wgmma_smem_bytes() {
 template <class Input, class Tile>
 constexpr bool kGroupOutput =
     Tile::kPersistent && Tile::kSpecialized && (!Input::kARegisters || Input::kPromoteTiles > 0);
+// Whether register A is read from a stage contiguous along m, pairing its fragment rows (the
+// kernel's kRows, below).
+template <class Input, bool kARowMajor>
+constexpr bool kPairedFragmentRows = Input::kARegisters && !kARowMajor;
+// The 128-byte chunks of a line that one box of the output's map writes (bulk_box_offset): two
+// (256 bytes of each line at once; H200: TF32 smallK 1.35 -> 1.24 ms, 'highest' x @ W^T at short
+// K 2.19 -> 1.96 ms, bench/NOTES.md item 139) where the staged lines are long enough, except for
+// - a row-major tile of paired fragment rows (A read from an M-contiguous stage): a half warp's
+//   rows 2 g + half would fall into two swizzle phases, two-way bank conflicts (its rows g + 8 half
+//   are conflict-free only with two chunks);
+// - a column-major tile that each math warpgroup writes in parts (3xTF32's C^T products): its
+//   time is not the writes', and it ran 1-5% slower with two.
+template <class Input, class Tile, bool kARowMajor, bool kTransposedOut, typename Out>
+constexpr int kOutputBoxChunks = [] {
+  constexpr bool kPairedRows = kPairedFragmentRows<Input, kARowMajor>;
+  constexpr bool kGroupParts = kTransposedOut && kGroupOutput<Input, Tile>;
+  constexpr int kLineLen = kTransposedOut ? Tile::BM : Tile::BN;
+  return kLineLen * static_cast<int>(sizeof(Out)) >= 256 && !kGroupParts && (kTransposedOut || !kPairedRows) ? 2 : 1;
+}();
 // The lines of the output tensor map's boxes: the tile's columns (a column-major output), a
-// group's rows, or the tile's rows.
-template <class Input, class Tile, bool kTransposedOut>
-constexpr int kOutputBoxLines = kTransposedOut ? Tile::BN : kGroupOutput<Input, Tile> ? 64 : Tile::BM;
+// group's rows, or the tile's rows (at most 64 where a box has two chunks).
+template <class Input, class Tile, bool kARowMajor, bool kTransposedOut, typename Out>
+constexpr int kOutputBoxLines =
+    kBulkBoxLines<kTransposedOut ? Tile::BN : kGroupOutput<Input, Tile> ? 64 : Tile::BM,
+                  kOutputBoxChunks<Input, Tile, kARowMajor, kTransposedOut, Out>>;
 
 // kTransposedOut: the kernel's m x n result is C^T (see above), written column-major; a persistent
 // block walks its row tiles first, so that the tiles the blocks write at once lie side by side
@@ -317,6 +338,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kOutputTileBytes = BM * BN * static_cast<int>(sizeof(Out));
     constexpr int kOutputBuffers = kOutputBufferBytes / kOutputTileBytes;
     constexpr bool kGroupOut = kGroupOutput<Input, Tile>;
+    constexpr int kBoxChunks = kOutputBoxChunks<Input, Tile, kARowMajor, kTransposedOut, Out>;
 
     extern __shared__ unsigned char smem_raw[];
     unsigned char* const output_buffer = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
@@ -352,7 +374,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     // two outputs of a column-major tile (the C^T products of row-major operands, whose A^T is
     // contiguous along m). A K-major A keeps ldmatrix's rows. (H200, against unpaired rows: 'highest' smallK 2.49x ->
     // 2.60x, TF32 transA 0.70x -> 0.76x; bench/NOTES.md item 98.)
-    constexpr bool kPairedRows = Input::kARegisters && !kARowMajor;
+    constexpr bool kPairedRows = kPairedFragmentRows<Input, kARowMajor>;
     // kClassBoxes: the rows its loads of A want.
     constexpr FragmentRows kRows = kClassBoxes    ? Classes::kRows
                                    : kPairedRows ? FragmentRows::kPaired
@@ -436,14 +458,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         if constexpr (kGroupOut) {
           unsigned char* tile = output_buffer + ((stored % kOutputBuffers) * Tile::kWarpGroups + group) *
                                                     (kOutputTileBytes / Tile::kWarpGroups);
-          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers, kRows>(
+          store_output_tile<64, BN, 128, 1, BN / 8, true, kTransposedOut, kOutputBuffers, kRows, kBoxChunks>(
               value, c, args.m, args.n, w.m0 + group * 64, w.n0, (warp % 4) * 16, 0, tile, repair, map, w.z,
               group_writers);
         } else {
           unsigned char* tile = smem;
           if constexpr (Tile::kPersistent) tile = output_buffer + (stored % kOutputBuffers) * kOutputTileBytes;
           store_output_tile<BM, BN, kMathThreads, 1, BN / 8, kStagedEpilogue, kTransposedOut, kOutputBuffers,
-                            kRows>(
+                            kRows, kBoxChunks>(
               value, c, args.m, args.n, w.m0, w.n0, group * 64 + (warp % 4) * 16, 0, tile, repair, map, w.z,
               BlockWriters{}, lines_of(w));
         }

@@ -54,22 +54,22 @@ constexpr bool kBulkCopies = true;
 #else
 constexpr bool kBulkCopies = false;
 #endif
-// Bulk asynchronous copy (sm_90, the TMA unit) of a box of a 3-d tensor map (in kernel parameter
+// Bulk asynchronous copy (sm_90, the TMA unit) of a box of a 4-d tensor map (in kernel parameter
 // space: a __grid_constant__ argument) from shared memory (laid out as the map says) to the tensor
-// at coordinates (x, y, z), in the background; parts of the box outside the tensor are not
+// at coordinates (x0, x1, x2, x3), in the background; parts of the box outside the tensor are not
 // written. The thread's copies since its last bulk_commit form one group. kEvictFirst: the written
 // lines are marked first to leave the L2 (evict_first), so that the operands' tiles stay there.
 template <bool kEvictFirst>
-__device__ __forceinline__ void bulk_tensor_store(const void* map, const void* smem, int x, int y, int z) {
+__device__ __forceinline__ void bulk_tensor_store(const void* map, const void* smem, int x0, int x1, int x2, int x3) {
   if constexpr (kEvictFirst) {
     asm volatile(
         "{\n.reg .b64 policy;\ncreatepolicy.fractional.L2::evict_first.b64 policy, 1.0;\n"
-        "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3, %4}], [%1], policy;\n}\n"
-        ::"l"(map), "r"(smem_address(smem)), "r"(x), "r"(y), "r"(z)
+        "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3, %4, %5}], [%1], policy;\n}\n"
+        ::"l"(map), "r"(smem_address(smem)), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
         : "memory");
   } else {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(map),
-                 "r"(smem_address(smem)), "r"(x), "r"(y), "r"(z)
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(smem_address(smem)), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
                  : "memory");
   }
 }

@@ -271,10 +271,11 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
 
 
 # Persistent short-K tiles (128 x 128 on wgmma, 128 x 256 exact): a batch of 4 outputs of 36-99
-# tiles each, one to three tiles per block on a 132-SM GPU; lines whose length is a multiple of
-# 16 bytes (bulk copies out) and one that is not (16-bit 4100 x 200 x 260 in nn.Linear's layout:
-# a persistent tile whose threads copy the tile out).
-PERSISTENT_SHAPES = [(1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
+# tiles each, one to three tiles per block on a 132-SM GPU; lines of whole 128-byte chunks (bulk
+# copies out), lines whose length is a multiple of 16 bytes but not of 128 (bulk copies of the
+# whole chunks where a box has two, the threads the rest), and one that is not (16-bit
+# 4100 x 200 x 260 in nn.Linear's layout: a persistent tile whose threads copy the tile out).
+PERSISTENT_SHAPES = [(1030, 64, 1024), (1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
 PERSISTENT_PATHS = [(torch.float32, p) for p in ("ieee", "tf32", "3xtf32")] + [
     (torch.bfloat16, "ieee"), (torch.float16, "ieee")]
 
