@@ -141,6 +141,8 @@ struct SameLines {
 // its operands no longer read again from memory, bench/NOTES.md item 88) and the threads return
 // without waiting for them; a call waits until the copies of the tile kBulkBuffers calls before
 // it have read its buffer, and the block must call finish_bulk_output() before it exits.
+// kBoxChunks: the 128-byte chunks of a line in one box of the map (bulk_box_offset), as the map
+// was made with.
 template <int BM, int BN, int kThreads, int MT, int NT, bool kStaged, bool kColumnMajor = false,
           int kBulkBuffers = 0, FragmentRows kRows = FragmentRows::kPlain, int kBoxChunks = 1, typename Out,
           typename Value, typename Repair = NoRepair,
