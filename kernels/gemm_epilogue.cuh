@@ -62,13 +62,15 @@ struct NoRepair {};
 // stores along a line and for stores across lines alike. Two: a box writes 256 bytes of each
 // line at once (the writes nearer a fill's rate, bench/NOTES.md item 139), and a line's two rows
 // are in phases 2 l and 2 l + 1: lines 4 apart share a phase.
+template <typename Out>
+constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out));  // a 128-byte chunk of a line (a swizzle row)
 template <typename Out, int kLines, int kBoxChunks = 1>
 __device__ __forceinline__ int bulk_box_offset(int l, int e) {
-  constexpr unsigned kVec = 16 / sizeof(Out), kChunkElems = 8 * kVec, kBoxElems = kBoxChunks * kChunkElems;
+  constexpr unsigned kVec = 16 / sizeof(Out), kChunk = kChunkElems<Out>, kBoxElems = kBoxChunks * kChunk;
   // Unsigned, so that the divisions by powers of two are shifts.
-  const unsigned ul = l, ue = e, x = ue % kChunkElems;
-  const unsigned row = ((ue / kBoxElems) * kLines + ul) * kBoxChunks + ue % kBoxElems / kChunkElems;
-  return static_cast<int>(row * kChunkElems + ((x / kVec) ^ (row % 8)) * kVec + x % kVec);
+  const unsigned ul = l, ue = e, x = ue % kChunk;
+  const unsigned row = ((ue / kBoxElems) * kLines + ul) * kBoxChunks + ue % kBoxElems / kChunk;
+  return static_cast<int>(row * kChunk + ((x / kVec) ^ (row % 8)) * kVec + x % kVec);
 }
 
 // The lines of a box of a tile of kLines lines: all of them, or 64 for boxes of several chunks
@@ -84,7 +86,7 @@ constexpr int kBulkBoxLines = kBoxChunks > 1 && kLines > 64 ? 64 : kLines;
 template <int kLines, int kLineLen, bool kEvictFirst, int kBoxChunks = 1, typename Out>
 __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile, int64_t e0, int64_t line0,
                                                int64_t z) {
-  constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out)), kBoxElems = kBoxChunks * kChunkElems;
+  constexpr int kChunk = kChunkElems<Out>, kBoxElems = kBoxChunks * kChunk;
   constexpr int kBoxLines = kBulkBoxLines<kLines, kBoxChunks>;
   const int x = static_cast<int>(e0), y = static_cast<int>(line0), w = static_cast<int>(z);
 #pragma unroll
@@ -94,7 +96,7 @@ __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile,
       const Out* box = tile + (q * kLines + l) * kBoxElems;
       // The map's coordinates: (element, line, matrix), or (element of a chunk, chunk, line, matrix).
       if constexpr (kBoxChunks == 1) ptx::bulk_tensor_store<kEvictFirst>(map, box, x + q * kBoxElems, y + l, w, 0);
-      else ptx::bulk_tensor_store<kEvictFirst>(map, box, 0, (x + q * kBoxElems) / kChunkElems, y + l, w);
+      else ptx::bulk_tensor_store<kEvictFirst>(map, box, 0, (x + q * kBoxElems) / kChunk, y + l, w);
     }
   ptx::bulk_commit();
 }
@@ -191,7 +193,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
           // spilled 236 bytes in the 3xTF32 tile). Padded: lanes (g, t4) hit banks g + 8 t4
           // (mod 32), 2 kOutLd being 8 words past a multiple of 32. kPairedRows: a thread's two
           // rows are adjacent along its lines, one 8-byte store (the second half adds nothing).
-          constexpr int kLineStride = kBulk ? kBoxChunks * 128 / static_cast<int>(sizeof(Out)) : kOutLd;  // a box line
+          constexpr int kLineStride = kBulk ? kBoxChunks * kChunkElems<Out> : kOutLd;  // a box line
           if (kPairedRows && half == 1) continue;
           // Boxes of several chunks put lines 2 apart 4 swizzle phases apart (bulk_box_offset), so
           // lanes t4 >= 2 store the other column of their pair first: a store's lines 2 t4 + (e ^
@@ -235,8 +237,7 @@ __device__ __forceinline__ void store_output_tile(const Value& value, Out* c, in
         if (tid == 0) send_bulk_tile<kLines, kLineLen, true, kBoxChunks>(map, tile, e0, line0, z);
         // Boxes of several chunks write a line's whole chunks: the rest of it, where the tile
         // reaches it, is the threads'.
-        constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out));
-        from = kBoxChunks == 1 ? kLineLen : line_len / kChunkElems * kChunkElems - e0;
+        from = kBoxChunks == 1 ? kLineLen : line_len / kChunkElems<Out> * kChunkElems<Out> - e0;
         if (from >= kLineLen) return;
       }
     }
