@@ -66,3 +66,24 @@ def test_backward_uses_tiledmm_only_for_needed_gradients(device, needs):
     assert (a.grad is not None) == (needs in ("a", "both"))
     assert (b.grad is not None) == (needs in ("b", "both"))
     assert not any("copy" in op or "clone" in op or "contiguous" in op for op in log.ops), log.ops
+
+
+@pytest.mark.parametrize("fn", [tiledmm.mm, tiledmm.matmul, tiledmm.bmm], ids=["mm", "matmul", "bmm"])
+@pytest.mark.parametrize("mode", ["no_grad", "inputs_without_grad", "with_grad"])
+def test_graph_only_where_a_gradient_can_flow(device, fn, mode):
+    # Products no gradient can flow through skip the autograd kernel (tiledmm/functional.py): the
+    # same values, and a graph exactly where torch.matmul would build one.
+    batch = (2,) if fn is tiledmm.bmm else ()
+    a, b = operands(6, 5, 4, "nt", torch.float64, device, batch=batch)
+    a.requires_grad_(mode != "inputs_without_grad")
+    if mode == "no_grad":
+        with torch.no_grad():
+            out, ref = fn(a, b), torch.matmul(a, b)
+    else:
+        out, ref = fn(a, b), torch.matmul(a, b)
+    assert out.requires_grad == ref.requires_grad == (mode == "with_grad")
+    assert (out.grad_fn is None) == (mode != "with_grad")
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    if mode == "with_grad":
+        grad = torch.randn_like(out)
+        torch.testing.assert_close(torch.autograd.grad(out, a, grad)[0], torch.autograd.grad(ref, a, grad)[0])
