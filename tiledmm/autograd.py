@@ -68,10 +68,10 @@ def _gradients(product, ctx, grad):
 
 def _product_function(name, op, doc):
     """A torch.autograd.Function computing op(a, b, precision) forward (precision: an operator
-    code, default 0) and its gradients backward. Its forward takes ctx, not a setup_context: with
-    one, every apply binds the forward's signature (44 us a call against 10 on this project's CPU,
-    bench/NOTES.md item 141). torch.func's transforms want a setup_context; they fail on the
-    operators as well, whose Function torch.library builds in this form too."""
+    code, default 0) and its gradients backward. Its forward takes ctx (not a setup_context, with
+    which every apply binds the forward's signature: 44 us a call against 10 on this project's CPU,
+    bench/NOTES.md item 142); torch.func's transforms need that form, and reach the operators
+    instead (call)."""
 
     class Product(torch.autograd.Function):
         @staticmethod
