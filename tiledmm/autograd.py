@@ -6,35 +6,13 @@ called), and only for the inputs that need a gradient. The backward is itself ma
 differentiable operators, so double backward works.
 
 The gradients are computed at the forward's precision (tiledmm/_precision.py). The same rule
-serves the dispatcher operators (torch.ops.tiledmm.*, registered below) and the public
-autograd.Function classes MM and BMM; tiledmm.matmul, mm and bmm reach them through call().
+serves the dispatcher operators (torch.ops.tiledmm.*, registered below; tiledmm.matmul, mm and
+bmm call them) and the public autograd.Function classes MM and BMM.
 """
-
-import functools
 
 import torch
 
 ops = torch.ops.tiledmm
-_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-
-
-def call(op, a, b, code):
-    """op(a, b, code) (op: ops.mm or ops.bmm) through the autograd that costs the host least and
-    is right for it, where host time per call counts (small products; bench/NOTES.md item 141):
-    - no gradient can flow (grad mode off, or no input that requires one): the operator below
-      autograd, as its registered autograd kernel would call it after its own checks, which
-      torch.library runs in Python (~5 us a call on an H200's host);
-    - eager autograd: MM or BMM, whose apply costs a quarter of the Function torch.library builds
-      for the registered rule;
-    - traced by torch.compile, or tensors of torch.func's transforms: the operator itself, with
-      its registered autograd (and its own errors for arguments that are not tensors)."""
-    tensors = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-    if torch.compiler.is_compiling() or not tensors or _wrapped(a) or _wrapped(b):
-        return op(a, b, code)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _FUNCTIONS[op].apply(a, b, code)
-    with torch._C._AutoDispatchBelowAutograd():
-        return op(a, b, code)
 
 
 def _column_major(x):
@@ -66,22 +44,20 @@ def _gradients(product, ctx, grad):
     return grad_a, grad_b
 
 
-def _product_function(name, op, doc):
-    """A torch.autograd.Function computing op(a, b, precision) forward (precision: an operator
-    code, default 0) and its gradients backward. Its forward takes ctx (not a setup_context, with
-    which every apply binds the forward's signature: 44 us a call against 10 on this project's CPU,
-    bench/NOTES.md item 142); torch.func's transforms need that form, and reach the operators
-    instead (call)."""
+def _product_function(name, product, doc):
+    """A torch.autograd.Function computing product(a, b, precision) forward (precision: an
+    operator code, default 0) and its gradients backward."""
 
     class Product(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, a, b, precision=0):
-            _setup_context(ctx, (a, b, precision), None)
-            return call(op, a, b, precision)  # (grad mode is off here)
+        def forward(a, b, precision=0):
+            return product(a, b, precision)
+
+        setup_context = staticmethod(_setup_context)
 
         @staticmethod
         def backward(ctx, grad):
-            return _gradients(functools.partial(call, op), ctx, grad) + (None,)
+            return _gradients(product, ctx, grad) + (None,)
 
     Product.__name__ = Product.__qualname__ = name
     Product.__doc__ = doc
@@ -96,18 +72,16 @@ BMM = _product_function(
 )
 
 
-def _register(name, op, precision_index):
+def _register(name, product, precision_index):
     def setup_context(ctx, inputs, output):
         _setup_context(ctx, inputs, output, precision_index)
 
     def backward(ctx, grad):
         # Operators take arguments after the two matrices (precision, a configuration): no gradient.
-        return _gradients(functools.partial(call, op), ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
+        return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
 
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
-
-_FUNCTIONS = {ops.mm: MM, ops.bmm: BMM}
 
 _register("mm", ops.mm, 2)
 _register("bmm", ops.bmm, 2)
