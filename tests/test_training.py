@@ -125,3 +125,20 @@ def test_autocast_casts_like_torch(device, dtype):
         assert tiledmm.nn.Linear(7, 3, device=device)(a).dtype == dtype
         assert torch.ops.tiledmm.mm(b.T.contiguous(), b).dtype == torch.float64  # float64 is not cast
     torch.testing.assert_close(ours.float(), theirs.float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("fn", [tiledmm.matmul, tiledmm.mm], ids=["matmul", "mm"])
+def test_autocast_forward_then_backward_outside(device, fn):
+    # Mixed-precision training: the forward under autocast, the backward after it. The gradients
+    # are float32 like the inputs', and close to torch.matmul's under the same autocast.
+    a = torch.randn(9, 7, device=device, requires_grad=True)
+    b = torch.randn(7, 5, device=device, requires_grad=True)
+    grad = torch.randn(9, 5, device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        ours, theirs = fn(a, b), torch.matmul(a, b)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    ours_grads = torch.autograd.grad(ours.float(), (a, b), grad)
+    theirs_grads = torch.autograd.grad(theirs.float(), (a, b), grad)
+    for x, y in zip(ours_grads, theirs_grads):
+        assert x.dtype == y.dtype == torch.float32
+        torch.testing.assert_close(x, y, rtol=2e-2, atol=5e-2)
