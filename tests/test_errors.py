@@ -29,6 +29,8 @@ CASES = [
     ("cpu_and_meta", tiledmm.mm, lambda: (r(2, 3), r(3, 4, device="meta")), r"same device, got a on cpu and b on meta"),
     ("meta_and_cpu", ops.bmm, lambda: (r(1, 2, 3, device="meta"), r(1, 3, 4)), r"same device, got a on meta and b on cpu"),
     ("not_a_tensor", tiledmm.matmul, lambda: (r(2, 3), [[1.0]] * 3), r"expected tensors, got Tensor and list"),
+    ("mm_not_a_tensor", tiledmm.mm, lambda: (r(2, 3), [[1.0]] * 3), r"tiledmm\.mm: expected tensors, got Tensor and list"),
+    ("bmm_not_a_tensor", tiledmm.bmm, lambda: ([[[1.0]]], r(1, 1, 4)), r"tiledmm\.bmm: expected tensors, got list and Tensor"),
     ("sparse", tiledmm.mm, lambda: (r(2, 3).to_sparse(), r(3, 4)), r"dense|strided|sparse|Sparse"),
 ]
 

@@ -13,10 +13,15 @@ def _device(t: torch.Tensor) -> str:
     return str(t.device)
 
 
-def check_pair(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
-    """Checks what any product needs: tensors of one supported dtype on one device."""
+def check_tensors(op: str, a, b) -> None:
+    """Checks that both arguments are tensors."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise TypeError(f"{op}: expected tensors, got {type(a).__name__} and {type(b).__name__}")
+
+
+def check_pair(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Checks what any product needs: tensors of one supported dtype on one device."""
+    check_tensors(op, a, b)
     if a.layout != torch.strided or b.layout != torch.strided:
         raise RuntimeError(f"{op}: only dense (strided) tensors are supported")
     if a.dtype != b.dtype:

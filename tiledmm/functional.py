@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 
 from . import _precision
-from ._checks import check_pair
+from ._checks import check_pair, check_tensors
 
 # The operators themselves: differentiable (their autograd is registered in autograd.py), with
 # less per-call overhead than an autograd.Function around them (whose apply binds the forward's
@@ -16,15 +16,19 @@ from ._checks import check_pair
 _ops = torch.ops.tiledmm
 
 
-def _product(op, a: torch.Tensor, b: torch.Tensor, code: int) -> torch.Tensor:
-    """op(a, b, code). A product no gradient can flow through is dispatched below autograd, as the
-    operators' autograd kernel would do for it after its own checks, which torch.library runs in
-    Python (~5 us a call on an H200's host, a third of a 64 x 64 product's host time; bench/NOTES.md
-    item 141). Traced by torch.compile, the operators keep their autograd kernel."""
+def _product(op, name: str, a: torch.Tensor, b: torch.Tensor, precision: str | None) -> torch.Tensor:
+    """mm's or bmm's operator op on (a, b) at `precision`. A product no gradient can flow through
+    is dispatched below autograd, as the operators' autograd kernel would do for it after its own
+    checks, which torch.library runs in Python (~5 us a call on an H200's host, a third of a
+    64 x 64 product's host time; bench/NOTES.md item 141). Traced by torch.compile, the operators
+    keep their autograd kernel."""
+    check_tensors(name, a, b)
+    code = _precision.resolve(precision, a.dtype)
     if (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)) or torch.compiler.is_compiling():
         return op(a, b, code)
     with torch._C._AutoDispatchBelowAutograd():
         return op(a, b, code)
+
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
     (``torch.backends.cuda.matmul.fp32_precision`` / ``torch.get_float32_matmul_precision()``);
@@ -41,7 +45,7 @@ def mm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None)
     Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
     (accumulated in float32). {precision}
     """
-    return _product(_ops.mm, input, mat2, _precision.resolve(precision, input.dtype))
+    return _product(_ops.mm, "tiledmm.mm", input, mat2, precision)
 
 
 def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
@@ -50,7 +54,7 @@ def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None
     ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
     is read as is, including 0 for a batch dimension made with ``expand``. {precision}
     """
-    return _product(_ops.bmm, input, mat2, _precision.resolve(precision, input.dtype))
+    return _product(_ops.bmm, "tiledmm.bmm", input, mat2, precision)
 
 
 def _rows_foldable(x: torch.Tensor) -> bool:
