@@ -26,6 +26,7 @@ from . import nn
 from .autograd import BMM, MM
 from .functional import bmm, explain, linear, matmul, mm
 from .mode import enable
+from . import _vmap  # noqa: F401,E402  batching rules for torch.func.vmap
 
 __all__ = ["matmul", "mm", "bmm", "linear", "explain", "MM", "BMM", "nn", "enable"]
 __version__ = "0.1.0"

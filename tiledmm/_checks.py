@@ -41,20 +41,28 @@ def check_pair(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
 
 def check_matrices(op: str, a: torch.Tensor, b: torch.Tensor, rank: int) -> None:
     """Checks the operands of mm (rank 2) or bmm (rank 3)."""
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        raise TypeError(f"{op}: expected tensors, got {type(a).__name__} and {type(b).__name__}")
-    if a.dim() != rank or b.dim() != rank:
-        raise RuntimeError(
-            f"{op}: expected {rank}-D tensors, got a of shape {list(a.shape)} ({a.dim()}-D) and "
-            f"b of shape {list(b.shape)} ({b.dim()}-D)"
-        )
+    check_tensors(op, a, b)
+    check_ranks(op, a.shape, b.shape, rank)
     check_pair(op, a, b)
-    if a.shape[-1] != b.shape[-2]:
+    check_shapes(op, a.shape, b.shape, rank)
+
+
+def check_ranks(op: str, a_shape: torch.Size, b_shape: torch.Size, rank: int) -> None:
+    if len(a_shape) != rank or len(b_shape) != rank:
         raise RuntimeError(
-            f"{op}: inner dimensions differ: a of shape {list(a.shape)} has {a.shape[-1]} columns, "
-            f"b of shape {list(b.shape)} has {b.shape[-2]} rows"
+            f"{op}: expected {rank}-D tensors, got a of shape {list(a_shape)} ({len(a_shape)}-D) and "
+            f"b of shape {list(b_shape)} ({len(b_shape)}-D)"
         )
-    if rank == 3 and a.shape[0] != b.shape[0]:
+
+
+def check_shapes(op: str, a_shape: torch.Size, b_shape: torch.Size, rank: int) -> None:
+    """Checks that the shapes of mm's (rank 2) or bmm's (rank 3) operands fit together."""
+    if a_shape[-1] != b_shape[-2]:
         raise RuntimeError(
-            f"{op}: batch sizes differ: a of shape {list(a.shape)}, b of shape {list(b.shape)}"
+            f"{op}: inner dimensions differ: a of shape {list(a_shape)} has {a_shape[-1]} columns, "
+            f"b of shape {list(b_shape)} has {b_shape[-2]} rows"
+        )
+    if rank == 3 and a_shape[0] != b_shape[0]:
+        raise RuntimeError(
+            f"{op}: batch sizes differ: a of shape {list(a_shape)}, b of shape {list(b_shape)}"
         )

@@ -29,15 +29,18 @@ def _bmm_with_config_fake(a, b, tile, splits, precision=0):
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
+def autocast_inputs(device_type, *tensors):
+    """The tensors as the ops' autocast kernels cast them: floating point (float64 excepted) to
+    the autocast dtype of device_type."""
+    dtype = torch.get_autocast_dtype(device_type)
+    return tuple(t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t for t in tensors)
+
+
 def _autocast_kernel(op, device_type):
     def kernel(a, b, *rest):
-        dtype = torch.get_autocast_dtype(device_type)
-
-        def cast(t):
-            return t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t
-
+        a, b = autocast_inputs(device_type, a, b)
         with torch.autocast(device_type, enabled=False):
-            return op(cast(a), cast(b), *rest)
+            return op(a, b, *rest)
 
     return kernel
 

@@ -8,6 +8,10 @@ differentiable operators, so double backward works.
 The gradients are computed at the forward's precision (tiledmm/_precision.py). The same rule
 serves the dispatcher operators (torch.ops.tiledmm.*, registered below; tiledmm.matmul, mm and
 bmm call them) and the public autograd.Function classes MM and BMM.
+
+torch.func's transforms (grad, vmap, jacrev, jacfwd, jvp, hessian) need an autograd.Function with
+setup_context, which torch.library's registered autograd is not: under them, tiledmm.matmul, mm,
+bmm and linear run MM and BMM, which also give forward-mode tangents (jvp).
 """
 
 import torch
@@ -44,21 +48,52 @@ def _gradients(product, ctx, grad):
     return grad_a, grad_b
 
 
-def _product_function(name, product, doc):
-    """A torch.autograd.Function computing product(a, b, precision) forward (precision: an
-    operator code, default 0) and its gradients backward."""
+def transformable(op, function):
+    """op(a, b, precision), or under torch.func's transforms (grad, vmap, jacrev, jvp, ...)
+    function.apply(a, b, precision): they need an autograd.Function with setup_context, which
+    the operators' registered autograd is not."""
+
+    def product(a, b, precision=0):
+        if torch._C._are_functorch_transforms_active():
+            return function.apply(a, b, precision)
+        return op(a, b, precision)
+
+    return product
+
+
+def _product_function(name, op, doc):
+    """A torch.autograd.Function computing op(a, b, precision) forward (precision: an operator
+    code, default 0), its gradients backward, and its tangent in forward mode. Under vmap, its
+    forward and backward run on the operators' batching rules (tiledmm/_vmap.py)."""
 
     class Product(torch.autograd.Function):
+        generate_vmap_rule = True
+
         @staticmethod
         def forward(a, b, precision=0):
-            return product(a, b, precision)
+            return op(a, b, precision)
 
-        setup_context = staticmethod(_setup_context)
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            _setup_context(ctx, inputs, output)
+            ctx.save_for_forward(inputs[0], inputs[1])
 
         @staticmethod
         def backward(ctx, grad):
             return _gradients(product, ctx, grad) + (None,)
 
+        @staticmethod
+        def jvp(ctx, a_tangent, b_tangent, *_):
+            # d(A B) = dA B + A dB, each term only where a tangent is given.
+            a, b = ctx.saved_tensors
+            terms = []
+            if a_tangent is not None:
+                terms.append(product(a_tangent, b, ctx.precision))
+            if b_tangent is not None:
+                terms.append(product(a, b_tangent, ctx.precision))
+            return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+    product = transformable(op, Product)
     Product.__name__ = Product.__qualname__ = name
     Product.__doc__ = doc
     return Product
