@@ -31,16 +31,27 @@ def f64(*shape, device, transposed=False):
     return matrix(shape[-2], shape[-1], transposed, torch.float64, device, batch=shape[:-2])
 
 
+def test_functionalize(device):
+    x, w = f64(6, 5, device=device), f64(3, 5, device=device)
+    close(func.functionalize(tiledmm.linear)(x, w), x @ w.mT)
+    xs = f64(4, 6, 5, device=device)
+    close(func.functionalize(func.vmap(tiledmm.linear, in_dims=(0, None)))(xs, w), xs @ w.mT)
+
+
+def operand(rows, cols, transposed, device, batch=None, dim=0):
+    """A float64 (rows, cols) operand, or with a batch of that size at dimension dim; transposed:
+    each matrix column-major."""
+    if batch is None:
+        return f64(rows, cols, device=device, transposed=transposed)
+    return f64(batch, rows, cols, device=device, transposed=transposed).movedim(0, dim)
+
+
 @pytest.mark.parametrize("transposed", [False, True], ids=["row-major", "column-major"])
-@pytest.mark.parametrize("in_dims", [(0, None), (None, 0), (0, 0), (1, None), (None, 2)], ids=str)
+@pytest.mark.parametrize("in_dims", [(0, None), (None, 0), (0, 0), (1, None), (None, 2), (-1, -3)], ids=str)
 def test_vmap_mm(device, in_dims, transposed):
     batch, m, k, n = 5, 7, 33, 3
-    a = f64(m, k, device=device, transposed=transposed)
-    b = f64(k, n, device=device, transposed=transposed)
-    if in_dims[0] is not None:
-        a = torch.stack([f64(m, k, device=device) for _ in range(batch)], in_dims[0])
-    if in_dims[1] is not None:
-        b = torch.stack([f64(k, n, device=device) for _ in range(batch)], in_dims[1])
+    a = operand(m, k, transposed, device, None if in_dims[0] is None else batch, in_dims[0] or 0)
+    b = operand(k, n, transposed, device, None if in_dims[1] is None else batch, in_dims[1] or 0)
     ours = func.vmap(tiledmm.mm, in_dims=in_dims)(a, b)
     theirs = func.vmap(torch.mm, in_dims=in_dims)(a, b)
     close(ours, theirs)
@@ -84,6 +95,28 @@ def test_grad_jacrev_jacfwd_hessian(device, fn):
         close(transform(ours, argnums=(0, 1))(x, w), transform(theirs, argnums=(0, 1))(x, w))
     close(func.hessian(ours)(x, w), func.hessian(theirs)(x, w))
     close(func.grad(lambda x: func.grad(ours)(x, w).sum())(x), func.grad(lambda x: func.grad(theirs)(x, w).sum())(x))
+
+
+def test_forward_over_reverse(device):
+    # The backward's products inside a forward-AD level (gradgradcheck's fwd-over-rev check).
+    a, b = f64(4, 6, device=device, transposed=True), f64(6, 3, device=device)
+    inputs = (a.requires_grad_(), b.requires_grad_())
+    assert torch.autograd.gradgradcheck(tiledmm.matmul, inputs, check_fwd_over_rev=True)
+
+
+def test_nested_forward_mode_raises(device):
+    # torch.autograd.Function's second-order tangents come out wrong: an error, not a wrong result.
+    x = f64(4, 3, device=device)
+    with pytest.raises(NotImplementedError, match="forward-mode AD nested in forward-mode AD"):
+        func.jacfwd(func.jacfwd(lambda a: tiledmm.mm(a, a.mT).sum()))(x)
+
+
+def test_forward_mode_inside_compile(device):
+    # Traced, the Function would lose its tangent: the product runs eagerly (a graph break).
+    x, w, dx = f64(6, 5, device=device), f64(3, 5, device=device), f64(6, 5, device=device)
+    torch._dynamo.reset()
+    tangent = torch.compile(lambda x, dx: func.jvp(lambda x: tiledmm.linear(x, w), (x,), (dx,))[1], backend="aot_eager")
+    close(tangent(x, dx), dx @ w.mT)
 
 
 def test_jvp_of_bmm(device):

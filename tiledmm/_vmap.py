@@ -2,9 +2,12 @@
 it: jacrev, jacfwd, hessian, per-sample gradients) runs one product over the whole batch instead of
 one product per batch element.
 
-The vmapped dimension is one more batch dimension, broadcast as tiledmm.matmul broadcasts: mm with
-only its left operand batched folds the batch into the rows where the layout allows (one mm),
-otherwise one bmm reads every operand through its strides (an unbatched one with batch stride 0).
+The vmapped dimension is one more batch dimension, broadcast as tiledmm.matmul broadcasts. mm with
+only its left operand batched folds the batch into the rows where the layout allows (one mm);
+otherwise one bmm reads each operand through its strides, an unbatched matrix with batch stride 0.
+For bmm the vmapped and the operator's own batch dimensions are two: merged into one where the
+strides allow, else copied into one (an unbatched operand expanded along the vmapped dimension),
+as torch.matmul's broadcasting does.
 """
 
 import torch

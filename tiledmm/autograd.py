@@ -9,12 +9,16 @@ The gradients are computed at the forward's precision (tiledmm/_precision.py). T
 serves the dispatcher operators (torch.ops.tiledmm.*, registered below; tiledmm.matmul, mm and
 bmm call them) and the public autograd.Function classes MM and BMM.
 
-torch.func's transforms (grad, vmap, jacrev, jacfwd, jvp, hessian) need an autograd.Function with
-setup_context, which torch.library's registered autograd is not: under them, tiledmm.matmul, mm,
-bmm and linear run MM and BMM, which also give forward-mode tangents (jvp).
+torch.func's grad and jvp transforms (and jacrev, jacfwd, hessian) need an autograd.Function with
+setup_context, which torch.library's registered autograd is not, and forward-mode AD needs a
+tangent formula, which it has none of: there, tiledmm.matmul, mm, bmm and linear run MM and BMM
+(autograd_function_needed). vmap runs the operators' batching rules (tiledmm/_vmap.py).
 """
 
 import torch
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+from torch.autograd import forward_ad
 
 ops = torch.ops.tiledmm
 
@@ -48,13 +52,30 @@ def _gradients(product, ctx, grad):
     return grad_a, grad_b
 
 
+def autograd_function_needed() -> bool:
+    """True where the products must run as MM/BMM rather than as the operators: under torch.func's
+    grad and jvp transforms (they need an autograd.Function with setup_context, which the
+    operators' registered autograd is not) and in forward-mode AD (it has no tangent formula).
+    vmap and functionalize alone keep the operators (their batching rules; functionalize has no
+    rule for an autograd.Function)."""
+    if not torch._C._are_functorch_transforms_active():
+        return forward_ad._current_level >= 0
+    transforms = [interpreter.key() for interpreter in retrieve_all_functorch_interpreters()]
+    if transforms.count(TransformType.Jvp) > 1:
+        raise NotImplementedError(
+            "tiledmm: forward-mode AD nested in forward-mode AD (jacfwd of jacfwd, jvp of jvp) is not "
+            "supported: torch.autograd.Function's second-order tangents come out wrong (a Function "
+            "written in plain torch too). Use reverse mode for one of the levels, e.g. "
+            "jacfwd(jacrev(f)) as torch.func.hessian does."
+        )
+    return forward_ad._current_level >= 0 or any(t in (TransformType.Grad, TransformType.Jvp) for t in transforms)
+
+
 def transformable(op, function):
-    """op(a, b, precision), or under torch.func's transforms (grad, vmap, jacrev, jvp, ...)
-    function.apply(a, b, precision): they need an autograd.Function with setup_context, which
-    the operators' registered autograd is not."""
+    """op(a, b, precision), or function.apply(a, b, precision) where autograd_function_needed()."""
 
     def product(a, b, precision=0):
-        if torch._C._are_functorch_transforms_active():
+        if autograd_function_needed():
             return function.apply(a, b, precision)
         return op(a, b, precision)
 

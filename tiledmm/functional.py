@@ -11,7 +11,7 @@ from torch.autograd import forward_ad
 from . import _precision
 from ._checks import check_pair, check_tensors
 from ._registrations import autocast_inputs
-from .autograd import BMM, MM
+from .autograd import BMM, MM, autograd_function_needed
 
 # The operators themselves: differentiable (their autograd is registered in autograd.py), with
 # less per-call overhead than an autograd.Function around them (whose apply binds the forward's
@@ -24,22 +24,29 @@ def _product(op, function, name: str, a: torch.Tensor, b: torch.Tensor, precisio
     is dispatched below autograd, as the operators' autograd kernel would do for it after its own
     checks, which torch.library runs in Python (~5 us a call on an H200's host, a third of a
     64 x 64 product's host time; bench/NOTES.md item 141). Traced by torch.compile, the operators
-    keep their autograd kernel. Under torch.func's transforms, and in forward-mode AD (dual
-    tensors), the product runs as the autograd.Function `function` over op, which they need
-    (the operators' registered autograd has no setup_context and no tangent), after autocast's
-    cast (as the operators' autocast kernel comes before their autograd)."""
+    keep their autograd kernel. Under torch.func's grad and jvp transforms and in forward-mode AD
+    (eagerly, also inside torch.compile), the product runs as the autograd.Function `function`
+    over op, which they need: the operators' registered autograd has no setup_context and no
+    tangent formula."""
     check_tensors(name, a, b)
     code = _precision.resolve(precision, a.dtype)
-    if torch.compiler.is_compiling():
-        return op(a, b, code)
-    if torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0:
-        if torch.is_autocast_enabled(a.device.type):
-            a, b = autocast_inputs(a.device.type, a, b)
-        return function.apply(a, b, code)
+    if torch.compiler.is_compiling() and forward_ad._current_level < 0:
+        return op(a, b, code)  # torch.compile traces torch.func's grad and vmap through the operators
+    if autograd_function_needed():
+        return _apply_eagerly(function, a, b, code)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return op(a, b, code)
     with torch._C._AutoDispatchBelowAutograd():
         return op(a, b, code)
+
+
+@torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
+def _apply_eagerly(function, a: torch.Tensor, b: torch.Tensor, code: int) -> torch.Tensor:
+    """function.apply(a, b, code) after autocast's cast, as the operators' autocast kernel casts
+    before their autograd (so that the Function saves the cast inputs)."""
+    if torch.is_autocast_enabled(a.device.type):
+        a, b = autocast_inputs(a.device.type, a, b)
+    return function.apply(a, b, code)
 
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
