@@ -72,12 +72,18 @@ def autograd_function_needed() -> bool:
 
 
 def transformable(op, function):
-    """op(a, b, precision), or function.apply(a, b, precision) where autograd_function_needed()."""
+    """op(a, b, precision) for the backward and jvp formulas: function.apply where
+    autograd_function_needed(), and the operator below autograd where grad mode is off (a
+    backward without create_graph), which spares the Python autograd kernel torch.library
+    registers (~5 us a product, bench/NOTES.md item 141)."""
 
     def product(a, b, precision=0):
         if autograd_function_needed():
             return function.apply(a, b, precision)
-        return op(a, b, precision)
+        if torch.is_grad_enabled():
+            return op(a, b, precision)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(a, b, precision)
 
     return product
 
@@ -139,6 +145,6 @@ def _register(name, product, precision_index):
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
-_register("mm", ops.mm, 2)
-_register("bmm", ops.bmm, 2)
-_register("_bmm_with_config", ops.bmm, 4)  # (a, b, tile, splits, precision)
+_register("mm", transformable(ops.mm, MM), 2)
+_register("bmm", transformable(ops.bmm, BMM), 2)
+_register("_bmm_with_config", transformable(ops.bmm, BMM), 4)  # (a, b, tile, splits, precision)
