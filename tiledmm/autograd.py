@@ -20,6 +20,8 @@ from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
+from ._registrations import autocast_inputs
+
 ops = torch.ops.tiledmm
 
 
@@ -72,20 +74,33 @@ def autograd_function_needed() -> bool:
 
 
 def transformable(op, function):
-    """op(a, b, precision) for the backward and jvp formulas: function.apply where
-    autograd_function_needed(), and the operator below autograd where grad mode is off (a
-    backward without create_graph), which spares the Python autograd kernel torch.library
-    registers (~5 us a product, bench/NOTES.md item 141)."""
+    """op(a, b, precision) for mm, bmm and the backward and jvp formulas, run the cheapest way that
+    keeps its gradients: traced by torch.compile, the operator (torch.compile traces torch.func's
+    grad and vmap through it); where autograd_function_needed(), function.apply, eagerly; where a
+    gradient can flow, the operator through its autograd kernel; elsewhere the operator below
+    autograd, which spares the Python autograd kernel torch.library registers (~5 us a call on an
+    H200's host, bench/NOTES.md items 141 and 144)."""
 
     def product(a, b, precision=0):
+        if torch.compiler.is_compiling() and forward_ad._current_level < 0:
+            return op(a, b, precision)
         if autograd_function_needed():
-            return function.apply(a, b, precision)
-        if torch.is_grad_enabled():
+            return _apply_eagerly(function, a, b, precision)
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             return op(a, b, precision)
         with torch._C._AutoDispatchBelowAutograd():
             return op(a, b, precision)
 
     return product
+
+
+@torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
+def _apply_eagerly(function, a, b, precision):
+    """function.apply(a, b, precision) after autocast's cast, as the operators' autocast kernel
+    casts before their autograd (so that the Function saves the cast inputs)."""
+    if torch.is_autocast_enabled(a.device.type):
+        a, b = autocast_inputs(a.device.type, a, b)
+    return function.apply(a, b, precision)
 
 
 def _product_function(name, op, doc):
@@ -145,6 +160,8 @@ def _register(name, product, precision_index):
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
-_register("mm", transformable(ops.mm, MM), 2)
-_register("bmm", transformable(ops.bmm, BMM), 2)
-_register("_bmm_with_config", transformable(ops.bmm, BMM), 4)  # (a, b, tile, splits, precision)
+mm = transformable(ops.mm, MM)
+bmm = transformable(ops.bmm, BMM)
+_register("mm", mm, 2)
+_register("bmm", bmm, 2)
+_register("_bmm_with_config", bmm, 4)  # (a, b, tile, splits, precision)

@@ -6,47 +6,15 @@ import math
 from typing import NamedTuple
 
 import torch
-from torch.autograd import forward_ad
 
-from . import _precision
+from . import _precision, autograd
 from ._checks import check_pair, check_tensors
-from ._registrations import autocast_inputs
-from .autograd import BMM, MM, autograd_function_needed
 
-# The operators themselves: differentiable (their autograd is registered in autograd.py), with
-# less per-call overhead than an autograd.Function around them (whose apply binds the forward's
-# signature on every call).
-_ops = torch.ops.tiledmm
-
-
-def _product(op, function, name: str, a: torch.Tensor, b: torch.Tensor, precision: str | None) -> torch.Tensor:
-    """mm's or bmm's operator op on (a, b) at `precision`. A product no gradient can flow through
-    is dispatched below autograd, as the operators' autograd kernel would do for it after its own
-    checks, which torch.library runs in Python (~5 us a call on an H200's host, a third of a
-    64 x 64 product's host time; bench/NOTES.md item 141). Traced by torch.compile, the operators
-    keep their autograd kernel. Under torch.func's grad and jvp transforms and in forward-mode AD
-    (eagerly, also inside torch.compile), the product runs as the autograd.Function `function`
-    over op, which they need: the operators' registered autograd has no setup_context and no
-    tangent formula."""
+def _product(product, name: str, a: torch.Tensor, b: torch.Tensor, precision: str | None) -> torch.Tensor:
+    """product (autograd.mm or autograd.bmm: the operator, dispatched the cheapest way that keeps
+    its gradients) on (a, b) at `precision`, after the checks its dispatch needs."""
     check_tensors(name, a, b)
-    code = _precision.resolve(precision, a.dtype)
-    if torch.compiler.is_compiling() and forward_ad._current_level < 0:
-        return op(a, b, code)  # torch.compile traces torch.func's grad and vmap through the operators
-    if autograd_function_needed():
-        return _apply_eagerly(function, a, b, code)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return op(a, b, code)
-    with torch._C._AutoDispatchBelowAutograd():
-        return op(a, b, code)
-
-
-@torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
-def _apply_eagerly(function, a: torch.Tensor, b: torch.Tensor, code: int) -> torch.Tensor:
-    """function.apply(a, b, code) after autocast's cast, as the operators' autocast kernel casts
-    before their autograd (so that the Function saves the cast inputs)."""
-    if torch.is_autocast_enabled(a.device.type):
-        a, b = autocast_inputs(a.device.type, a, b)
-    return function.apply(a, b, code)
+    return product(a, b, _precision.resolve(precision, a.dtype))
 
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
@@ -64,7 +32,7 @@ def mm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None)
     Supported dtypes: float32, float64 (accumulated in their own type), float16 and bfloat16
     (accumulated in float32). {precision}
     """
-    return _product(_ops.mm, MM, "tiledmm.mm", input, mat2, precision)
+    return _product(autograd.mm, "tiledmm.mm", input, mat2, precision)
 
 
 def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None) -> torch.Tensor:
@@ -73,7 +41,7 @@ def bmm(input: torch.Tensor, mat2: torch.Tensor, *, precision: str | None = None
     ``input`` is (b, m, k) and ``mat2`` is (b, k, n); the result is (b, m, n). Any batch stride
     is read as is, including 0 for a batch dimension made with ``expand``. {precision}
     """
-    return _product(_ops.bmm, BMM, "tiledmm.bmm", input, mat2, precision)
+    return _product(autograd.bmm, "tiledmm.bmm", input, mat2, precision)
 
 
 def _rows_foldable(x: torch.Tensor) -> bool:
