@@ -362,7 +362,7 @@ struct WgmmaTileTable {  // fp16, bf16
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
 };
 // TF32: A from registers, B by cp.async or, K-major and aligned, by rounding bulk copies
-// (WgmmaFamily::kBulkB). An MN-major B (A^T x B products only) also needs a ring
+// (WgmmaFamily::kBulk). An MN-major B (A^T x B products only) also needs a ring
 // of raw tiles: 128 x 256 then runs three stages (WgmmaFamily::LayoutTile; transA 0.94x torch
 // against 0.76x on 128 x 128 with four, H200, bench/NOTES.md item 100). Operands without 16-byte
 // alignment are copied element-wise by cp.async. Short K takes a persistent 128 x 128 tile:
@@ -536,26 +536,32 @@ struct WgmmaFamily {
                   args, device.num_sms, stream, output_map, maps);
         }
       }
-      auto launch_kernel = [&](auto bulk_b, const TensorMap& b_map) {
+      auto launch_kernel = [&](auto bulk, const OperandMaps& maps) {
         launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
-                                           decltype(bulk_b)::value>,
-                         Tile, kSmem>(args, device.num_sms, stream, output_map, b_map);
+                                           decltype(bulk)::value>,
+                         Tile, kSmem>(args, device.num_sms, stream, output_map, maps);
       };
-      if constexpr (kBulkB<Tile, kVec, kBRowMajor>) {
-        const TensorMap b_map =
-            bulk_b_map<Tile, kVec, kBRowMajor>(args.b, args.k, args.n, args.batch, args.ldb, args.batch_stride_b);
-        if (b_map.valid) return launch_kernel(std::true_type{}, b_map);
+      if constexpr (kBulk<Tile, kVec, kBRowMajor>) {
+        const OperandMaps maps = bulk_maps<Tile>(args.a, args.lda, args.batch_stride_a, kARowMajor, args.b, args.ldb,
+                                                 args.batch_stride_b, kBRowMajor, args.batch, args.m, args.n, args.k);
+        if (maps.b.valid) return launch_kernel(std::true_type{}, maps);
       }
-      launch_kernel(std::false_type{}, TensorMap{});
+      launch_kernel(std::false_type{}, OperandMaps{});
     }
   }
-  // TF32's K-major, 16-byte aligned B in the warp-specialized tiles comes by bulk tensor copies
-  // that round it to TF32 (Tf32BulkLoader), where the operand allows a tensor map (else by
-  // cp.async, rounded in shared memory). On an H200 against cp.async and the rounding pass:
+  // Operand tiles by bulk tensor copies (BulkTileLoader), where the operands allow tensor maps
+  // (else cp.async):
+  //   TF32's K-major, 16-byte aligned B in the warp-specialized tiles, through a map that rounds
+  // it to TF32 (else rounded in shared memory). On an H200 against cp.async and the rounding pass:
   // square 0.63x torch -> 0.91x, standard 0.62x -> 0.93x, x @ W^T 0.65-0.69x -> 0.92-0.96x
   // (bench/NOTES.md item 112).
+  //   Both 16-bit operands, 16-byte aligned, in the persistent short-K tile: the copies count their
+  // bytes on the stage's mbarrier, so the producer publishes a stage as soon as it has issued them
+  // and every stage is in flight (cp.async's stages were published two tiles late, which left the
+  // math warps waiting on the L2 at K = 128-256; bench/NOTES.md item 147).
   template <class Tile, bool kVec, bool kBRowMajor>
-  static constexpr bool kBulkB = Tile::kSpecialized && kVec && !kBRowMajor && Input::kRoundingBulkB;
+  static constexpr bool kBulk = Tile::kSpecialized && kVec &&
+                                (Input::kRoundingBulkB ? !kBRowMajor : !Input::kARegisters && Tile::kPersistent);
   // TF32's C^T products (row-major A x row-major B, and x @ W^T) without 16-byte alignment on the
   // large tile: both operands by bulk tensor copies of their lines' residue classes
   // (ResidueClassLoader; the kernel's A MN-major, or K-major: W), where K is not split and the maps
@@ -580,14 +586,37 @@ struct WgmmaFamily {
                                             batch, Classes::kALineElems, box_lines, Tile::BK, Classes::kClassLines,
                                             CU_TENSOR_MAP_DATA_TYPE_TFLOAT32);
   }
-  // B's TFLOAT32 map where the tile runs bulk B tiles (invalid where it does not, or no map fits).
-  // The persistent short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x,
-  // K = 128 0.79-0.85x -> 0.89x, but smallK (K = 64) 0.96-0.97x -> 0.93-0.94x (item 114).
-  template <class Tile, bool kVec, bool kBRowMajor>
-  static TensorMap bulk_b_map(const void* b, int64_t k, int64_t n, int64_t batch, int64_t ldb, int64_t batch_stride) {
-    if (!kBulkB<Tile, kVec, kBRowMajor> || (Tile::kPersistent && k <= 64)) return TensorMap{};
-    return make_operand_map(static_cast<const float*>(b), k, n, batch, ldb, batch_stride, Tile::BK, Tile::BN,
-                            CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_128B);
+  // The maps of a tile that runs bulk tiles (kBulk): TF32's B through a TFLOAT32 map, or both
+  // 16-bit operands; maps.b is valid only where every map the kernel needs is. TF32's persistent
+  // short-K tile only past K = 64: 16384 x 256 x 16384 0.58-0.67x -> 0.89-0.94x, K = 128
+  // 0.79-0.85x -> 0.89x, but smallK (K = 64) 0.96-0.97x -> 0.93-0.94x (item 114).
+  //   A K-major operand's map has lines of k elements and a box of the tile's lines; an MN-major
+  // one's, lines of its m (or n) elements and boxes of one 128-byte column block by BK lines.
+  template <class Tile>
+  static OperandMaps bulk_maps(const void* a, int64_t lda, int64_t batch_stride_a, bool a_row_major, const void* b,
+                               int64_t ldb, int64_t batch_stride_b, bool b_row_major, int64_t batch, int64_t m,
+                               int64_t n, int64_t k) {
+    OperandMaps maps{};
+    if constexpr (Input::kRoundingBulkB) {
+      if (Tile::kPersistent && k <= 64) return maps;
+      maps.b = make_operand_map(static_cast<const float*>(b), k, n, batch, ldb, batch_stride_b, Tile::BK, Tile::BN,
+                                CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_SWIZZLE_128B);
+    } else {
+      constexpr CUtensorMapDataType kType =
+          std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      constexpr int kBlockElems = 128 / static_cast<int>(sizeof(T));
+      auto map = [&](const void* x, int64_t ld, int64_t batch_stride, bool k_major, int64_t extent, int tile_lines) {
+        const T* data = static_cast<const T*>(x);
+        return k_major ? make_operand_map(data, k, extent, batch, ld, batch_stride, Tile::BK, tile_lines, kType,
+                                          CU_TENSOR_MAP_SWIZZLE_128B)
+                       : make_operand_map(data, extent, k, batch, ld, batch_stride, kBlockElems, Tile::BK, kType,
+                                          CU_TENSOR_MAP_SWIZZLE_128B);
+      };
+      maps.a = map(a, lda, batch_stride_a, a_row_major, m, Tile::BM);
+      maps.b = map(b, ldb, batch_stride_b, !b_row_major, n, Tile::BN);
+      maps.b.valid = maps.b.valid && maps.a.valid;
+    }
+    return maps;
   }
   template <class TableTile, bool kVec>
   static void describe(std::ostream& s, const GemmProblem& p, const DeviceLimits&) {
@@ -609,10 +638,25 @@ struct WgmmaFamily {
           << Tile::BN / 4
           << "k8 wgmmas per k step; clusters of two blocks whose tiles share B's lines, each block copying half of "
              "B's classes into both (multicast)";
-      if (bulk_b_map<Tile, kVec, false>(p.b.data, p.k, p.n, p.batch, p.b.ld, p.b.batch_stride).valid)
-        s << "; B's tiles by bulk tensor copies (TMA) through a TFLOAT32 tensor map, which rounds them to TF32 "
-             "on the way";
     }
+    if (bulk_tiles<TableTile, kVec>(p))
+      s << (Input::kRoundingBulkB ? "; B's tiles by bulk tensor copies (TMA) through a TFLOAT32 tensor map, which "
+                                    "rounds them to TF32 on the way"
+                                  : "; both operands' tiles by bulk tensor copies (TMA), counted on each stage's "
+                                    "mbarrier");
+  }
+  // Whether p runs the table tile's kernel with bulk tiles (kBulk, and maps that fit).
+  template <class TableTile, bool kVec>
+  static bool bulk_tiles(const GemmProblem& p) {
+    bool bulk = false;
+    with_bool(p.b.row_major, [&](auto b_row) {
+      using Tile = LayoutTile<TableTile, decltype(b_row)::value, kVec>;
+      if constexpr (kBulk<Tile, kVec, decltype(b_row)::value>)
+        bulk = bulk_maps<Tile>(p.a.data, p.a.ld, p.a.batch_stride, p.a.row_major, p.b.data, p.b.ld, p.b.batch_stride,
+                               p.b.row_major, p.batch, p.m, p.n, p.k)
+                   .b.valid;
+    });
+    return bulk;
   }
   template <class Tile, bool kVec>
   static void describe_layout(std::ostream& s, const GemmProblem& p) {

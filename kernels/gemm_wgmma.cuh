@@ -21,7 +21,8 @@
 // from registers: its raw float32 stage (mma.sync's layout, any orientation) is read as
 // fragments and rounded there; B's stage is K-major, rounded in place (tf32_stage_loader.cuh), or,
 // aligned in the warp-specialized tiles, copied by the TMA through a TFLOAT32 tensor map, which
-// rounds it on the way (kBulkB).
+// rounds it on the way (kBulk, bulk_tile_loader.cuh). 16-bit operands, aligned, come by bulk
+// tensor copies in the persistent warp-specialized tile (kBulk: both operands).
 // The dispatcher runs row-major A x row-major B (whose B is MN-major) as C^T = B^T A^T, which
 // makes the shared-memory operand K-major, and TF32's x @ W^T without 16-byte alignment as
 // C^T = W x^T, whose x lines are then the residue-class path's B lines; the result is then written
@@ -41,6 +42,7 @@
 #include "class_tile_loader.cuh"
 #include "residue_class_loader.cuh"
 #include "stage_loader.cuh"
+#include "bulk_tile_loader.cuh"
 #include "tf32_stage_loader.cuh"
 #include "wgmma.cuh"
 
@@ -128,8 +130,8 @@ struct WgmmaTf32Input {
   static constexpr int kPromoteTiles = kSplit ? 1 : 0;
   static constexpr bool kARegisters = true, kRecomputeNaN = Math::kRecomputeNaN;
   static constexpr bool kBStagesKMajor = true;
-  // A K-major, aligned B may come by bulk copies that round it (Tf32BulkLoader; kBulkB in the
-  // kernel): TF32's one product, whose B tiles are the rounded values.
+  // A K-major, aligned B may come by bulk copies that round it (BulkTileLoader through a TFLOAT32
+  // map; kBulk in the kernel): TF32's one product, whose B tiles are the rounded values.
   static constexpr bool kRoundingBulkB = !kSplit;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
   using ALoader = StageLoader<float, BX, BK, kThreads, kAlongK, kMode>;  // raw, mma.sync's layout
@@ -264,19 +266,20 @@ constexpr int kOutputBoxLines =
 // block walks its row tiles first, so that the tiles the blocks write at once lie side by side
 // along the output's lines rather than above one another (TF32 smallK 1.39 -> 1.29 ms on an H200,
 // bench/NOTES.md item 130).
-// kBulkB (TF32, warp-specialized, K-major B): B's tiles by bulk tensor copies through b_map, a
-// TFLOAT32 map that rounds them on the way (Tf32BulkLoader).
+// kBulk (warp-specialized, 16-byte aligned): the shared-memory operands' tiles by bulk tensor
+// copies (BulkTileLoader) through maps.a and maps.b: TF32's K-major B, through a TFLOAT32 map that
+// rounds it on the way (A comes from registers), and both 16-bit operands in either orientation.
 // kClassBoxes (warp-specialized, K-major B without 16-byte alignment, C^T products; A MN-major, or
 // K-major from TF32's x @ W^T): both operands' tiles by bulk tensor copies of their residue
-// classes through b_map's maps (Input::ClassLoader), B's lines permuted by class, A from registers.
+// classes through the maps (Input::ClassLoader), B's lines permuted by class, A from registers.
 // output_map: the output's tensor map (kPersistent tiles), where valid.
 template <class Input, class Tile, LoadMode kMode, bool kARowMajor, bool kBRowMajor, typename Out,
-          bool kTransposedOut = false, bool kBulkB = false, bool kClassBoxes = false>
+          bool kTransposedOut = false, bool kBulk = false, bool kClassBoxes = false>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     gemm_wgmma_kernel(const GemmArgs<typename Input::T, Out> args, const __grid_constant__ TensorMap output_map,
                       const __grid_constant__
-                          std::conditional_t<kClassBoxes, typename ClassLoaderOf<Input, Tile, kARowMajor>::Maps, TensorMap>
-                              b_map) {
+                          std::conditional_t<kClassBoxes, typename ClassLoaderOf<Input, Tile, kARowMajor>::Maps, OperandMaps>
+                              maps) {
   using T = typename Input::T;
   static_assert(Tile::BK * sizeof(T) == 128, "a K tile is one 128-byte row");
   if constexpr (!wgmma::kCompiled) {
@@ -289,15 +292,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kSteps = BK / kStep;
     constexpr bool kAKMajor = kARowMajor;
     constexpr bool kBKMajor = !kBRowMajor || Input::kBStagesKMajor;
-    using ALoader = typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>;
-    static_assert(!kBulkB || (Tile::kSpecialized && !kBRowMajor && kMode == LoadMode::kVector && Input::kRoundingBulkB),
-                  "bulk B tiles: TF32's K-major, aligned B in the warp-specialized pipeline");
+    // kBulk: B's tiles, and A's where it comes from shared memory, by bulk tensor copies.
+    constexpr bool kBulkA = kBulk && !Input::kARegisters, kBulkB = kBulk;
+    static_assert(!kBulk || (Tile::kSpecialized && kMode == LoadMode::kVector &&
+                             (Input::kRoundingBulkB ? !kBRowMajor : !Input::kARegisters)),
+                  "bulk tiles: TF32's K-major B, or both 16-bit operands, aligned, in the warp-specialized pipeline");
+    using ALoader = std::conditional_t<kBulkA, BulkTileLoader<T, BM, BK, kARowMajor>,
+                                       typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>>;
     using BLoader =
-        std::conditional_t<kBulkB, Tf32BulkLoader<BN, BK>,
+        std::conditional_t<kBulkB, BulkTileLoader<T, BN, BK, !kBRowMajor>,
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
     using Classes = ClassLoaderOf<Input, Tile, kARowMajor>;
     static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kBRowMajor &&
-                                   kTransposedOut && !kBulkB),
+                                   kTransposedOut && !kBulk),
                   "residue-class boxes: C^T products (K-major B) in the warp-specialized pipeline");
     constexpr bool kClassCluster = kClassBoxes && Classes::kClusterBlocks > 1;
     using AOperands = std::conditional_t<kClassBoxes, typename Classes::template Fragments<kSteps>,
@@ -503,7 +510,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 
     // A work item's K tiles: kClassBoxes's windows of B start up to Classes::lead before each tile.
     auto with_tiles = [&](WorkItem<T> w) {
-      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + Classes::lead(b_map, w.n0) + BK - 1) / BK;
+      if constexpr (kClassBoxes) w.k_tiles = (w.k_len + Classes::lead(maps, w.n0) + BK - 1) / BK;
       return w;
     };
 
@@ -525,7 +532,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           sync::mbarrier_init(empty + s, kClassCluster ? Classes::kClusterBlocks * kMathThreads : kMathThreads);
         }
         sync::mbarrier_init(first_landed, 1);
-        if constexpr (kBulkB || kClassBoxes) sync::fence_mbarrier_init();  // bulk copies complete on them
+        if constexpr (kBulk || kClassBoxes) sync::fence_mbarrier_init();  // bulk copies complete on them
       }
       if constexpr (kClassCluster) ptx::cluster_sync();  // the other block's mbarriers too, before its copies
       else __syncthreads();
@@ -542,9 +549,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         // the copies of a one-K-tile item were never in flight beside the math: bf16 smallK ran
         // 2 us an item). Windows shifted by their matrix's misalignment, and an epilogue over
         // the stages (the producer then waits for the math warps between items), publish each
-        // item's tiles by its end.
+        // item's tiles by its end. Where both operands come by bulk copies (kBulkA), which count
+        // their own bytes on the stage's full mbarrier, a tile is published as soon as its copies
+        // are issued (kLag 0), so that every stage is in flight.
         sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
-        constexpr int kLag = kStages - 2;
+        constexpr int kLag = kBulkA ? 0 : kStages - 2;
         constexpr bool kAcrossItems =
             !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
         const int load_tid = tid - kMathThreads;
@@ -565,7 +574,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             a_loader.finish(a_stages + s * kAStageElems);
             b_loader.finish(b_stages + s * kBStageElems);
           }
-          ptx::fence_shared_for_async_proxy();
+          if constexpr (!kBulkA) ptx::fence_shared_for_async_proxy();  // this side's writes, for wgmma
           sync::mbarrier_arrive(full + s);
         };
         // Tiles [first, last) of the ring, once every copy has landed.
@@ -580,12 +589,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if constexpr (kEpilogueOverStages) sync::warps_anywhere<Tile::kThreads, 4>();
           ++items;
           if constexpr (kClassBoxes) {
-            classes.start(&b_map, w.m0, w.n0, w.k_begin, map_matrix(args.batch_stride_a, args, w),
+            classes.start(&maps, w.m0, w.n0, w.k_begin, map_matrix(args.batch_stride_a, args, w),
                           map_matrix(args.batch_stride_b, args, w), load_tid);
           } else {
-            a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
+            if constexpr (kBulkA)
+              a_loader.start(&maps.a.map, w.m0, w.k_begin, map_matrix(args.batch_stride_a, args, w), load_tid);
+            else
+              a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
             if constexpr (kBulkB)
-              b_loader.start(&b_map.map, w.n0, w.k_begin, map_matrix(args.batch_stride_b, args, w), load_tid);
+              b_loader.start(&maps.b.map, w.n0, w.k_begin, map_matrix(args.batch_stride_b, args, w), load_tid);
             else
               b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
           }
@@ -606,7 +618,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
                             t == 0);
               publish(i);  // its boxes land on the stage's mbarrier
             } else {
-              a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
+              if constexpr (kBulkA) a_loader.fetch(a_stages + s * kAStageElems, full + s);
+              else a_loader.fetch(a_stages + s * kAStageElems, args.m - w.m0, w.k_len - t * BK);
               if constexpr (!kBRing) fetch_b();
               ptx::cp_async_commit();  // one group a tile
               if (kAcrossItems ? i >= kLag : t >= kLag) {
@@ -629,11 +642,11 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           // With the producer: it may fill the stages again (bulk copies write them through the
           // async proxy, after the epilogue's stores).
           if constexpr (kEpilogueOverStages) {
-            if constexpr (kBulkB || kClassBoxes) ptx::fence_shared_for_async_proxy();
+            if constexpr (kBulk || kClassBoxes) ptx::fence_shared_for_async_proxy();
             sync::warps_anywhere<Tile::kThreads, 4>();
           }
           if constexpr (kClassBoxes)
-            Classes::class_offsets(class_offset, b_map, w.n0, group * 64 + (warp % 4) * 16, tid % 32);
+            Classes::class_offsets(class_offset, maps, w.n0, group * 64 + (warp % 4) * 16, tid % 32);
           AOperands ops;
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;

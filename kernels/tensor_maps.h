@@ -25,6 +25,12 @@ struct TensorMap {
   bool valid;
 };
 
+// The operands' maps of a kernel whose tiles come by bulk tensor copies (those it does not take
+// that way are left invalid).
+struct OperandMaps {
+  TensorMap a, b;
+};
+
 // The driver's encoder, looked up once through the runtime (no link against libcuda); null
 // where the driver lacks it.
 inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {

@@ -15,11 +15,11 @@
 //     ring of their own after the stages, of kRawSlots tiles: the kernels' pipelines have at
 //     most kStages - 1 tiles copied and not yet finished, so a raw tile in every stage left one
 //     unused, and TF32's 128 x 256 tile without room for three stages.
-//   Tf32BulkLoader (TF32 only, warp-specialized kernels): K-major sources with 16-byte alignment,
-//     one bulk tensor copy (the TMA) per tile through a TFLOAT32 tensor map, which rounds every
-//     element to nearest TF32 on the way: the stage needs no pass, and the producer's threads no
-//     copies. (The pass's shared-memory traffic was the gap between TF32 and cuBLAS's speed on
-//     aligned problems, bench/NOTES.md items 90, 112.)
+//   K-major sources with 16-byte alignment in the warp-specialized kernels come instead by bulk
+//     tensor copies through a TFLOAT32 tensor map, which rounds every element to nearest TF32 on
+//     the way (BulkTileLoader, bulk_tile_loader.cuh): the stage needs no pass, and the producer's
+//     threads no copies. (The pass's shared-memory traffic was the gap between TF32 and cuBLAS's
+//     speed on aligned problems, bench/NOTES.md items 90, 112.)
 // kStageTiles: the BX x BK tiles one stage holds; kStageElems: its elements; kRingElems: the
 // elements the loader keeps after the stages.
 #pragma once
@@ -74,41 +74,6 @@ struct Tf32CopyLoader : StageLoader<float, BX, BK, kThreads, true, kMode, Swizzl
           *reinterpret_cast<uint4*>(stage + (kSplit ? Base::Tile::kElems : 0) + this->chunk_offset(i)) = r;
         });
   }
-};
-
-// A copy per K tile, issued by the producer's first thread into the stage and counted on the
-// stage's full mbarrier (whose arrivals it does not change: the producer's threads still arrive
-// once the rest of the stage has landed). Boxes past the end of K, or of the matrix's lines, land
-// as zeros; slices of a split K are whole tiles, so a box leaves its slice only there.
-template <int BX, int BK>
-struct Tf32BulkLoader {
-  using Tile = Swizzle128Tile<float, BX, BK>;  // line x, element k: the map's 128-byte swizzle
-  static_assert(Tile::kLineElems * sizeof(float) == 128 && BX <= 256, "a box: one 128-byte row by at most 256 lines");
-  static constexpr bool kRegisterStaged = false, kFinishesInPlace = false, kFinishNeedsItem = false;
-  static constexpr int kStageTiles = 1, kStageElems = Tile::kElems, kRingElems = 0;
-
-  const CUtensorMap* map = nullptr;
-  int x0 = 0, matrix = 0;  // the next tile's coordinates in the map (the map holds them in 32 bits) ...
-  int64_t k = 0;           // ... and k, which passes the map's end after the last tile
-  bool issuer = false;     // this thread issues the copies
-
-  // matrix: the operand's matrix in the map (0 where the batch broadcasts it).
-  __device__ __forceinline__ void start(const CUtensorMap* map_, int64_t x0_, int64_t k0, int64_t matrix_, int tid) {
-    map = map_;
-    x0 = static_cast<int>(x0_);
-    k = k0;
-    matrix = static_cast<int>(matrix_);
-    issuer = tid == 0;
-  }
-  // The next tile into `stage` (1024-byte aligned), landing on `full`.
-  __device__ __forceinline__ void fetch(float* stage, uint64_t* full) {
-    if (issuer) {
-      sync::mbarrier_expect_tx(full, Tile::kElems * sizeof(float));
-      ptx::bulk_tensor_load(map, stage, full, static_cast<int>(k), x0, matrix);
-    }
-    k += BK;
-  }
-  __device__ __forceinline__ void finish(float* /*stage*/) const {}
 };
 
 // The thread mapping of the transposing loader. Warp w owns a kWX x kWK block of the tile
