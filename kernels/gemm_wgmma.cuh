@@ -7,7 +7,8 @@
 // kStages shared-memory stages, filled by cp.async (16-byte; without 16-byte alignment,
 // element-wise for float32 and, for 16-bit types, the aligned 16-byte windows around each chunk,
 // shifted into place once landed; an MN-major float32 B into a raw tile, transposed into place),
-// or by bulk tensor copies (TF32's aligned K-major B; C^T products without 16-byte alignment on
+// or by bulk tensor copies (TF32's aligned K-major B and aligned 16-bit operands in the
+// warp-specialized tiles, bulk_tile_loader.cuh; C^T products without 16-byte alignment on
 // the large tile: both operands by their lines' residue classes, every class in each tile for
 // TF32, residue_class_loader.cuh, one class a tile for 16-bit types, class_tile_loader.cuh).
 // Two pipelines (WgmmaTile::kSpecialized):
