@@ -34,6 +34,11 @@ struct GemmArgs {
   int64_t lda, ldb, batch_stride_a, batch_stride_b;
   int64_t batch, m, n, k;
   int64_t splits, k_chunk;  // K is cut into `splits` slices of k_chunk (a multiple of BK)
+  // Scaled float16 splits of float32 operands (scaled_split.cuh): output (z, i, j) is the sum times
+  // row_scale[z * row_scale_stride + i] * col_scale[z * col_scale_stride + j]; unused elsewhere.
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
+  int64_t row_scale_stride = 0, col_scale_stride = 0;
 };
 
 // One work item of a block: a BM x BN tile of one matrix of the batch, over one slice of K.

@@ -1004,6 +1004,24 @@ inline bool wgmma_3xtf32_is_as_accurate(const GemmProblem& p, int num_sms) {
   return tiles >= num_sms || (p.k >= kMinSplitK && tiles * kMinSlices <= num_sms);
 }
 
+// 'highest' at short K on Hopper: one float16 product of the operands' scaled splits (3 K long,
+// scaled_split.cuh), where the output's writes take as long as 3xTF32's products. On an H200,
+// 32768 x 64 x 32768: 1.31 ms against 3xTF32's 1.64 (torch 4.09), error 1.3e-7 against torch's
+// 1.4e-7 on randn and 1.9e-7 against 1.2e-7 on rand (bench/NOTES.md item 148). At K = 32 it was no
+// faster than 3xTF32, and at K = 128 slower and 2.9x torch's error on rand (longer chains of
+// truncating tensor-core additions): 32 < K <= 64, outputs that fill the GPU, one K slice.
+struct ScaledSplitPath {};
+constexpr int64_t kMinScaledSplitK = 33, kMaxScaledSplitK = 64;
+inline bool scaled_split_fits(const GemmProblem& p, int num_sms) {
+  using Tile = std::tuple_element_t<kShortK, WgmmaTileTable<WgmmaHalfInput<__half>>::Tiles>;
+  return p.k >= kMinScaledSplitK && p.k <= kMaxScaledSplitK && p.tile_override < 0 && p.splits_override < 1 &&
+         p.m >= Tile::BM && p.n >= Tile::BN && output_tiles(p, Tile::BM, Tile::BN) >= 2 * num_sms;
+}
+template <>
+void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);
+template <>
+std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceLimits& device);
+
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
   if (p.m < Medium::BM || p.n < Medium::BN) return false;
@@ -1034,6 +1052,11 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
         if (p.m == 1 || p.n == 1)
           return f(ExactFloatFamily{}, "precision highest: a single output row or column (memory-bound): "
                                        "exact kernel");
+        if (device.wgmma && scaled_split_fits(p, num_sms))
+          return f(ScaledSplitPath{}, "precision highest: short K (" + std::to_string(kMinScaledSplitK) + " ... " +
+                                          std::to_string(kMaxScaledSplitK) +
+                                          ") with an output that fills the GPU: float32 accuracy from one float16 "
+                                          "product of the operands' scaled big and remainder parts");
         if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
           return f(Wgmma3xTf32Family{}, "precision highest: 3xTF32 on Hopper's warpgroup tensor "
                                         "cores, float32 accuracy faster than the exact kernel");

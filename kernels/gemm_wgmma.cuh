@@ -41,6 +41,7 @@
 #include "tensor_maps.h"
 #include "ptx.cuh"
 #include "class_tile_loader.cuh"
+#include "output_scales.cuh"
 #include "residue_class_loader.cuh"
 #include "stage_loader.cuh"
 #include "bulk_tile_loader.cuh"
@@ -95,11 +96,13 @@ struct WgmmaTile {
 //   WgmmaTf32Input<Math>: float32 with A from registers as Math's fragments (mma_math.cuh):
 // Tf32Math (one product) or Split3xTf32Math (3xTF32: big and small parts of both operands, three
 // products, the tensor-core sums promoted into float32 every kPromoteTiles K tiles).
-template <typename Half>
+//   kScaledOutput: float16 splits of float32 operands scaled by powers of two (scaled_split.cuh),
+// whose float32 result is scaled back in the epilogue by args.row_scale and args.col_scale.
+template <typename Half, bool kScaledOutput_ = false>
 struct WgmmaHalfInput {
   using T = Half;
   static constexpr int kStepK = 16, kPromoteTiles = 0;
-  static constexpr bool kARegisters = false, kRecomputeNaN = false;
+  static constexpr bool kARegisters = false, kRecomputeNaN = false, kScaledOutput = kScaledOutput_;
   static constexpr bool kBStagesKMajor = false;  // stages keep the source layout; wgmma transposes
   static constexpr bool kRoundingBulkB = false;
   template <int BX, int BK, int kThreads, bool kAlongK, LoadMode kMode>
@@ -129,7 +132,7 @@ struct WgmmaTf32Input {
   // sum of full size lose bits that matter, four per tile (a product order of small, small, big
   // per step had eleven: 3.2x torch's error at K = 64).
   static constexpr int kPromoteTiles = kSplit ? 1 : 0;
-  static constexpr bool kARegisters = true, kRecomputeNaN = Math::kRecomputeNaN;
+  static constexpr bool kARegisters = true, kRecomputeNaN = Math::kRecomputeNaN, kScaledOutput = false;
   static constexpr bool kBStagesKMajor = true;
   // A K-major, aligned B may come by bulk copies that round it (BulkTileLoader through a TFLOAT32
   // map; kBulk in the kernel): TF32's one product, whose B tiles are the rounded values.
@@ -459,7 +462,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
-      auto value = [&](int, int j, int half, int e) { return result[4 * j + 2 * half + e]; };
+      // kScaledOutput: each output times its row's and its column's scale (kPlain rows: 16-bit).
+      const OutputScales<Input::kScaledOutput, BN> scales(args, w, group * 64 + (warp % 4) * 16 + (tid % 32) / 4,
+                                                          (tid % 32) % 4);
+      auto value = [&](int, int j, int half, int e) { return scales(result[4 * j + 2 * half + e], j, half, e); };
       auto store = [&](const auto& repair) {
         const void* map = output_map.valid ? &output_map.map : nullptr;
         Out* const c = args.c + w.z * args.m * args.n;

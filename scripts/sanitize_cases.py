@@ -5,7 +5,8 @@ the wgmma paths also with TILEDMM_NO_WGMMA=1, so their mma.sync kernels) x opera
 width (element-wise at shapes that divide nothing, 16-byte at multiples of 8), batched with a
 broadcast (stride-0) operand too. Each result is checked against float64, so a variant that runs
 but computes garbage is caught here as well. Arguments, if any, name the paths to run: a dtype
-(e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`);
+(e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`,
+`float32:highest`: its scaled float16 splits);
 by default every path runs.
 """
 
@@ -50,7 +51,12 @@ def cases():
     # fills the GPU; the rest of the rows on the windowed path).
     class_tiles = itertools.product([False], [None], [1], PATHS[4:], [False], [False],
                                     [(1, 2053, 301, 2201), (1, 2048, 381, 2305)])
-    return itertools.chain(default, mma_sync, many_tiles, class_tiles)
+    # 'highest' at short K on Hopper: float16 splits of float32 operands where the output fills the
+    # GPU (tile None: the dispatcher's plan), with a row and a column left out of the split
+    # (recomputed exactly).
+    scaled_split = itertools.product([False], [None], [1], [(torch.float32, 3, 1e-5)], [False, True], [False, True],
+                                     [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
+    return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split)
 
 
 def selected(path_names, dtype, precision):
@@ -71,9 +77,14 @@ def main(path_names):
         b = matrix(1, k, n, tb, dtype).expand(batch, k, n)  # stride-0 batch
         try:
             if tile is None:
-                if "one residue class" not in tiledmm.explain(a[0], b[0]):
-                    raise RuntimeError(f"shape {(m, k, n)} no longer takes the class tiles")
-                out = tiledmm.mm(a[0], b[0])[None]
+                name = _precision.NAMES[precision]
+                expected = "scaled big and remainder parts" if dtype == torch.float32 else "one residue class"
+                if dtype == torch.float32:
+                    a[0, 3, 0] = 2.0**30  # row 3: a range past float16's parts
+                    b[0, 5, 7] = 2.0**-30  # column 7
+                if expected not in tiledmm.explain(a[0], b[0], precision=name):
+                    raise RuntimeError(f"shape {(m, k, n)} no longer takes the path with {expected!r}")
+                out = tiledmm.mm(a[0], b[0], precision=name)[None]
             else:
                 out = torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, precision)
         except RuntimeError as error:  # a tile this layout makes too large (never dispatched)

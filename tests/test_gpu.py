@@ -257,9 +257,12 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
         assert "3xTF32 tensor cores (wgmma" in text and "computed as C^T = B^T A^T" in text
     short = operands(300, 16, 200, "nn", torch.float32, "cuda")
     assert "exact kernel" in tiledmm.explain(*short, precision="highest")
-    for precision in ("highest", "tf32"):
+    for precision in ("3xtf32", "tf32"):
         text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision=precision)
         assert "why: short K" in text and PERSISTENT in text and "m64n128k8" in text
+    # 'highest' there: one float16 product of scaled splits (tests/test_scaled_split.py).
+    text = tiledmm.explain(*operands(32768, 64, 32768, "nn", torch.float32, "cuda"), precision="highest")
+    assert "scaled big and remainder parts" in text and PERSISTENT in text and "m64n128k16" in text
     # The exact kernel's short-K register tile gives way to a persistent one where the output allows
     # a tensor map (rows of whole 16 bytes) and K fits in its two stages; in nn.Linear's layout the
     # two-blocks tile runs instead.
