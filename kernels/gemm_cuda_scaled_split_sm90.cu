@@ -112,12 +112,12 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
   with_bool(p.a.row_major, [&](auto a_row) {
     with_bool(p.b.row_major, [&](auto b_row) {
       constexpr bool kARow = decltype(a_row)::value, kBRow = decltype(b_row)::value;
-      const unsigned blocks = static_cast<unsigned>(4 * device.num_sms);
-      exact_lines_kernel<kARow, kBRow, true><<<blocks, 256, 0, stream>>>(exact);
+      const unsigned blocks = static_cast<unsigned>(8 * device.num_sms);
+      exact_lines_kernel<kMaxScaledSplitK, kARow, kBRow, true><<<blocks, 128, 0, stream>>>(exact);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       exact.count = counts + 1;
       exact.listed = reinterpret_cast<const int64_t*>(base + w.listed_cols);
-      exact_lines_kernel<kARow, kBRow, false><<<blocks, 256, 0, stream>>>(exact);
+      exact_lines_kernel<kMaxScaledSplitK, kARow, kBRow, false><<<blocks, 128, 0, stream>>>(exact);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });

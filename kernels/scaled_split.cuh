@@ -19,7 +19,6 @@
 
 #include <cuda_fp16.h>
 
-#include "gemm_mma.cuh"
 
 namespace tiledmm {
 
@@ -91,7 +90,7 @@ __global__ void __launch_bounds__(256) split_lines_kernel(const SplitLines s) {
   }
 }
 
-// The product's operands as the fix-up reads them: the original float32 A and B.
+// The product's operands as the exact recomputation reads them: the original float32 A and B.
 struct ExactLines {
   const float* a;
   const float* b;
@@ -103,22 +102,37 @@ struct ExactLines {
 };
 
 // Recomputes every output of the listed rows (kRows) or columns with exact float32 fused
-// multiply-adds (exact_dot, the exact kernel's arithmetic). A listed line of a broadcast operand
-// is every matrix's.
-template <bool kARowMajor, bool kBRowMajor, bool kRows>
-__global__ void __launch_bounds__(256) exact_lines_kernel(const ExactLines e) {
+// multiply-adds in k order (exact_dot's arithmetic; K <= kMaxK). Each thread keeps one line of the
+// other operand in registers (kRows: a column of B) and walks the list, whose lines every thread
+// of the block reads at once; so each operand is read about once, however many lines are listed
+// (bench/NOTES.md item 148). A listed line of a broadcast operand is every matrix's.
+template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows>
+__global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
+  const int count = *e.count;
+  if (count == 0) return;
   const int64_t lines = kRows ? e.m : e.n, across = kRows ? e.n : e.m;
-  const bool broadcast = (kRows ? e.batch_stride_a : e.batch_stride_b) == 0;
-  const int64_t copies = broadcast ? e.batch : 1;
-  const int64_t total = static_cast<int64_t>(*e.count) * copies * across;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t entry = e.listed[t / (copies * across)];
-    const int64_t z = broadcast ? t / across % copies : entry / lines;
-    const int64_t line = entry % lines, other = t % across;
-    const int64_t row = kRows ? line : other, col = kRows ? other : line;
-    e.c[(z * e.m + row) * e.n + col] = exact_dot<kARowMajor, kBRowMajor>(
-        e.a + z * e.batch_stride_a, e.lda, e.b + z * e.batch_stride_b, e.ldb, row, col, 0, e.k);
+  const bool listed_broadcast = (kRows ? e.batch_stride_a : e.batch_stride_b) == 0;
+  const int64_t chunks = (across + blockDim.x - 1) / blockDim.x;
+  auto a_at = [&](const float* a, int64_t row, int k) { return a[kARowMajor ? row * e.lda + k : k * e.lda + row]; };
+  auto b_at = [&](const float* b, int k, int64_t col) { return b[kBRowMajor ? k * e.ldb + col : col * e.ldb + k]; };
+  for (int64_t item = blockIdx.x; item < e.batch * chunks; item += gridDim.x) {
+    const int64_t z = item / chunks, other = item % chunks * blockDim.x + threadIdx.x;
+    if (other >= across) continue;
+    const float* a = e.a + z * e.batch_stride_a;
+    const float* b = e.b + z * e.batch_stride_b;
+    float mine[kMaxK];
+#pragma unroll
+    for (int k = 0; k < kMaxK; ++k) mine[k] = k < e.k ? (kRows ? b_at(b, k, other) : a_at(a, other, k)) : 0.0f;
+    for (int q = 0; q < count; ++q) {
+      const int64_t entry = e.listed[q];
+      if (!listed_broadcast && entry / lines != z) continue;
+      const int64_t line = entry % lines;
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMaxK; ++k)
+        if (k < e.k) sum = fmaf(kRows ? a_at(a, line, k) : mine[k], kRows ? mine[k] : b_at(b, k, line), sum);
+      e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum;
+    }
   }
 }
 
