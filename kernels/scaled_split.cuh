@@ -103,11 +103,16 @@ struct ExactLines {
 
 // Recomputes every output of the listed rows (kRows) or columns with exact float32 fused
 // multiply-adds in k order (exact_dot's arithmetic; K <= kMaxK). Each thread keeps one line of the
-// other operand in registers (kRows: a column of B) and walks the list, whose lines every thread
-// of the block reads at once; so each operand is read about once, however many lines are listed
-// (bench/NOTES.md item 148). A listed line of a broadcast operand is every matrix's.
+// other operand in registers (kRows: a column of B); the block copies the listed lines into shared
+// memory kBatch at a time, every element's load at once, and each thread then walks them without a
+// load in its chain of additions. A thread a listed output, reading both lines with exact_dot,
+// took 0.44 ms for smallK's ~33 listed columns, each of whose 64 strided loads waited for the last
+// (bench/NOTES.md item 148). The padding past K adds -0 (+0 times -0): no sum changes, signed
+// zeros included. A listed line of a broadcast operand is every matrix's.
 template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows>
 __global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
+  constexpr int kBatch = 32;
+  __shared__ float listed_lines[kBatch][kMaxK];
   const int count = *e.count;
   if (count == 0) return;
   const int64_t lines = kRows ? e.m : e.n, across = kRows ? e.n : e.m;
@@ -117,21 +122,33 @@ __global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
   auto b_at = [&](const float* b, int k, int64_t col) { return b[kBRowMajor ? k * e.ldb + col : col * e.ldb + k]; };
   for (int64_t item = blockIdx.x; item < e.batch * chunks; item += gridDim.x) {
     const int64_t z = item / chunks, other = item % chunks * blockDim.x + threadIdx.x;
-    if (other >= across) continue;
+    const bool active = other < across;
     const float* a = e.a + z * e.batch_stride_a;
     const float* b = e.b + z * e.batch_stride_b;
     float mine[kMaxK];
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k) mine[k] = k < e.k ? (kRows ? b_at(b, k, other) : a_at(a, other, k)) : 0.0f;
-    for (int q = 0; q < count; ++q) {
-      const int64_t entry = e.listed[q];
-      if (!listed_broadcast && entry / lines != z) continue;
-      const int64_t line = entry % lines;
-      float sum = 0.0f;
+    for (int k = 0; k < kMaxK; ++k)
+      mine[k] = active && k < e.k ? (kRows ? b_at(b, k, other) : a_at(a, other, k)) : -0.0f;
+    for (int first = 0; first < count; first += kBatch) {
+      const int batch = min(kBatch, count - first);
+      __syncthreads();  // the last batch's lines are read
+      for (int i = threadIdx.x; i < batch * kMaxK; i += blockDim.x) {
+        const int q = i / kMaxK, k = i % kMaxK;
+        const int64_t line = e.listed[first + q] % lines;  // of matrix z (an entry of another is skipped below)
+        listed_lines[q][k] = k < e.k ? (kRows ? a_at(a, line, k) : b_at(b, k, line)) : 0.0f;
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (int q = 0; q < batch; ++q) {
+        const int64_t entry = e.listed[first + q];
+        if (!listed_broadcast && entry / lines != z) continue;
+        const int64_t line = entry % lines;
+        float sum = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kMaxK; ++k)
-        if (k < e.k) sum = fmaf(kRows ? a_at(a, line, k) : mine[k], kRows ? mine[k] : b_at(b, k, line), sum);
-      e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum;
+        for (int k = 0; k < kMaxK; ++k)
+          sum = kRows ? fmaf(listed_lines[q][k], mine[k], sum) : fmaf(mine[k], listed_lines[q][k], sum);
+        e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum;
+      }
     }
   }
 }
