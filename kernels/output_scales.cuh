@@ -1,6 +1,6 @@
 // The epilogue's scaling of a product of scaled float16 splits (scaled_split.cuh) back to its
 // float32 result: output (i, j) times row i's and column j's powers of two. The split keeps each
-// scale within 2^+-64, so their product is a normal power of two and each output is rounded once.
+// scale within 2^+-63, so their product is a normal power of two and each output is rounded once.
 #pragma once
 
 #include <cstdint>
