@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tiledmm
-from _util import UNIT_ROUNDOFF, poisoned, rel_err, requires_gpu, torch_product
+from _util import NO_GPU, UNIT_ROUNDOFF, poisoned, rel_err, requires_gpu, torch_product
 
 PATH = "float16 product of the operands' scaled big and remainder parts"
 
@@ -17,7 +17,9 @@ def _wgmma():
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
-hopper = pytest.mark.skipif(not _wgmma(), reason="the scaled float16 split runs on Hopper (sm_90a) only")
+hopper = pytest.mark.skipif(
+    not _wgmma(), reason=NO_GPU if not torch.cuda.is_available() else "the scaled float16 split runs on Hopper (sm_90a) only"
+)
 
 
 def _fill_gpu_shape(k, aligned=False):
