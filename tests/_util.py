@@ -22,6 +22,9 @@ UNIT_ROUNDOFF = {
 
 NO_GPU = "no CUDA GPU on this machine: GPU tests run on the device machine (scripts/gpu_check.sh)"
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
+# Hopper's wgmma paths (with requires_gpu first, so that a machine without a GPU says so).
+HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="wgmma runs on compute capability 9.0 (Hopper) only")
 
 
 def matrix(rows, cols, transposed, dtype, device, batch=()):

@@ -5,12 +5,10 @@ import pytest
 import torch
 
 import tiledmm
-from _util import DTYPES, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, rel_err, requires_gpu
+from _util import DTYPES, HOPPER_ONLY, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, rel_err, requires_gpu
 
 pytestmark = requires_gpu
 ops = torch.ops.tiledmm
-HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                                 reason="wgmma runs on compute capability 9.0 (Hopper) only")
 
 # The five problems of shared/anchors.md: (name, M, K, N, A is stored transposed).
 ANCHORS = [

@@ -8,18 +8,12 @@ import pytest
 import torch
 
 import tiledmm
-from _util import NO_GPU, UNIT_ROUNDOFF, poisoned, rel_err, requires_gpu, torch_product
+from _util import HOPPER_ONLY, UNIT_ROUNDOFF, poisoned, rel_err, requires_gpu, torch_product
 
 PATH = "float16 product of the operands' scaled big and remainder parts"
 
 
-def _wgmma():
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-
-
-hopper = pytest.mark.skipif(
-    not _wgmma(), reason=NO_GPU if not torch.cuda.is_available() else "the scaled float16 split runs on Hopper (sm_90a) only"
-)
+pytestmark = [requires_gpu, HOPPER_ONLY]
 
 
 def _fill_gpu_shape(k, aligned=False):
@@ -47,8 +41,6 @@ def _componentwise_ok(out, a, b):
     assert excess <= 0, f"an output exceeds float32 summation's bound by {excess:.3e}"
 
 
-@requires_gpu
-@hopper
 @pytest.mark.parametrize("kind", ["randn", "rand"])
 @pytest.mark.parametrize("k", [33, 47, 64])
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
@@ -68,8 +60,6 @@ def test_contract_on_every_layout(aligned, layout, k, kind):
     assert err <= 2 * torch_err, f"relative error {err:.3e} > 2x torch.matmul's {torch_err:.3e}"
 
 
-@requires_gpu
-@hopper
 @pytest.mark.parametrize("broadcast", ["none", "a", "b"])
 def test_batches(broadcast):
     """bmm and broadcast matmul: each matrix its own scales (a broadcast operand's shared)."""
@@ -86,8 +76,6 @@ def test_batches(broadcast):
     assert rel_err(out, ref) <= 2 * rel_err(torch_product(a, b), ref)
 
 
-@requires_gpu
-@hopper
 def test_lines_the_split_leaves_out_are_exact():
     """Rows and columns whose range defeats float16 parts: a huge value beside small ones (its
     partner in the other operand zero, so that the small ones make the output), lines of tiny and
@@ -108,8 +96,6 @@ def test_lines_the_split_leaves_out_are_exact():
     _componentwise_ok(out, a, b)
 
 
-@requires_gpu
-@hopper
 def test_every_line_left_out():
     """Every row out of the split: the exact recomputation writes the whole output."""
     m, k, n = _fill_gpu_shape(40)
@@ -122,8 +108,6 @@ def test_every_line_left_out():
     _componentwise_ok(out, a, b)
 
 
-@requires_gpu
-@hopper
 def test_non_finite_inputs_give_ieee_outputs():
     """NaN and Inf in a row or column: non-finite outputs exactly where torch.matmul's are, the
     same values (Inf with its sign, NaN), the rest finite and accurate."""
@@ -144,8 +128,6 @@ def test_non_finite_inputs_give_ieee_outputs():
     assert torch.isfinite(out[finite]).all()
 
 
-@requires_gpu
-@hopper
 @pytest.mark.parametrize("k", [32, 65])
 def test_other_short_k_keep_3xtf32(k):
     m, k, n = _fill_gpu_shape(k)
@@ -153,8 +135,6 @@ def test_other_short_k_keep_3xtf32(k):
     assert PATH not in text and "3xTF32" in text, text
 
 
-@requires_gpu
-@hopper
 def test_explicit_3xtf32_and_small_outputs_keep_3xtf32():
     m, k, n = _fill_gpu_shape(64)
     a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
