@@ -18,25 +18,44 @@ using SplitTile = std::tuple_element_t<kShortK, SplitFamily::Tiles>;
 
 constexpr int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// How an operand's lines are split: a warp a line where its elements lie along memory, written
+// K-major (each line's 3 kp values together); else a thread a line, written MN-major (element k of
+// every line together, lines padded to 8: 16-byte rows for the tensor maps). Either way the split's
+// loads and stores are a warp's neighbouring elements, and the product reads either layout.
+struct SplitLayout {
+  bool k_major;
+  int64_t lines, kp, ld, bytes;  // ld: the kernel's leading dimension of the split operand
+  SplitLayout(const MatrixOperand& x, bool rows_of_a, int64_t lines_, int64_t kp_, int64_t batches)
+      : k_major(rows_of_a == x.row_major),
+        lines(lines_),
+        kp(kp_),
+        ld(k_major ? 3 * kp : round_up(lines, 8)),
+        bytes(batches * 3 * kp * round_up(lines, 8) * 2) {}
+  int64_t batch_stride() const { return k_major ? lines * ld : 3 * kp * ld; }
+};
+
 // The workspace's parts, each 256-byte aligned: both operands' split lines, their scales (padded
 // to whole tiles, as OutputScales reads them), the two counts and lists of lines left out.
 struct SplitWorkspace {
   int64_t kp, batches_a, batches_b, rows_padded, cols_padded;
+  SplitLayout a_layout, b_layout;
   int64_t a_split, b_split, scales, counts, listed_rows, listed_cols, bytes;
   explicit SplitWorkspace(const GemmProblem& p)
       : kp(round_up(p.k, 8)),
         batches_a(p.a.batch_stride == 0 ? 1 : p.batch),
         batches_b(p.b.batch_stride == 0 ? 1 : p.batch),
         rows_padded(round_up(p.m, SplitTile::BM)),
-        cols_padded(round_up(p.n, SplitTile::BN)) {
+        cols_padded(round_up(p.n, SplitTile::BN)),
+        a_layout(p.a, true, p.m, kp, batches_a),
+        b_layout(p.b, false, p.n, kp, batches_b) {
     int64_t at = 0;
     auto take = [&](int64_t size) {
       const int64_t offset = at;
       at = round_up(at + size, 256);
       return offset;
     };
-    a_split = take(batches_a * p.m * 3 * kp * 2);
-    b_split = take(batches_b * p.n * 3 * kp * 2);
+    a_split = take(a_layout.bytes);
+    b_split = take(b_layout.bytes);
     scales = take((batches_a * rows_padded + batches_b * cols_padded) * 4);
     counts = take(2 * 4);
     listed_rows = take(batches_a * p.m * 8);
@@ -48,9 +67,9 @@ struct SplitWorkspace {
   int64_t zeroed_end() const { return listed_rows; }
 };
 
-// A's rows (K along each row where A is row-major) or B's columns, split into lines of 3 kp.
-SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, int64_t batches, int64_t lines, const GemmProblem& p,
-                          const SplitWorkspace& w, unsigned char* base) {
+// A's rows or B's columns, split into lines of 3 kp.
+SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, int64_t batches, const SplitLayout& layout,
+                          const GemmProblem& p, const SplitWorkspace& w, unsigned char* base) {
   // Element k of line l: A[l][k] (row-major: l * ld + k) or B[k][l] (row-major: k * ld + l).
   const bool k_unit = rows_of_a == x.row_major;
   float* scales = reinterpret_cast<float*>(base + w.scales);
@@ -60,15 +79,24 @@ SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, int64_t batche
                     k_unit ? x.ld : 1,
                     k_unit ? 1 : x.ld,
                     batches,
-                    lines,
+                    layout.lines,
                     p.k,
                     w.kp,
                     rows_of_a ? 0 : 1,
                     reinterpret_cast<__half*>(base + (rows_of_a ? w.a_split : w.b_split)),
+                    layout.batch_stride(),
+                    layout.k_major ? layout.ld : 1,
+                    layout.k_major ? 1 : layout.ld,
                     rows_of_a ? scales : scales + w.batches_a * w.rows_padded,
                     rows_of_a ? w.rows_padded : w.cols_padded,
                     counts + (rows_of_a ? 0 : 1),
                     reinterpret_cast<int64_t*>(base + (rows_of_a ? w.listed_rows : w.listed_cols))};
+}
+
+// Blocks for a split's lines: enough for every SM's 2048 threads, striding over the rest.
+int64_t split_blocks(const SplitLines& lines, bool k_major, const DeviceLimits& device) {
+  const int64_t per_block = k_major ? kSplitThreads / 32 : kSplitThreads;
+  return std::min<int64_t>((lines.batches * lines.lines + per_block - 1) / per_block, 16 * device.num_sms);
 }
 
 }  // namespace
@@ -82,42 +110,56 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
   unsigned char* base = static_cast<unsigned char*>(workspace.mutable_data_ptr());
   STD_CUDA_CHECK(cudaMemsetAsync(base + w.zeroed_begin(), 0, w.zeroed_end() - w.zeroed_begin(), stream));
 
-  // One warp a line: enough blocks for every SM's 2048 threads, striding over the rest.
-  const SplitLines a_lines = split_lines_of(p.a, true, w.batches_a, p.m, p, w, base);
-  const SplitLines b_lines = split_lines_of(p.b, false, w.batches_b, p.n, p, w, base);
-  for (const SplitLines& lines : {a_lines, b_lines}) {
-    const int64_t blocks = std::min<int64_t>((lines.batches * lines.lines + 7) / 8, 8 * device.num_sms);
-    split_lines_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(lines);
-    STD_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  const SplitLines a_lines = split_lines_of(p.a, true, w.batches_a, w.a_layout, p, w, base);
+  const SplitLines b_lines = split_lines_of(p.b, false, w.batches_b, w.b_layout, p, w, base);
+  const int64_t a_blocks = split_blocks(a_lines, w.a_layout.k_major, device);
+  const int64_t blocks = a_blocks + split_blocks(b_lines, w.b_layout.k_major, device);
+  with_bool(!w.a_layout.k_major, [&](auto a_thread) {
+    with_bool(!w.b_layout.k_major, [&](auto b_thread) {
+      split_lines_kernel<kMaxScaledSplitK, decltype(a_thread)::value, decltype(b_thread)::value>
+          <<<static_cast<unsigned>(blocks), kSplitThreads, 0, stream>>>(a_lines, b_lines, a_blocks);
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
 
-  // C = A' B' (A' row-major, B' column-major: both K-major), scaled back in the epilogue.
+  // C = A' B' (in the layouts the split wrote), scaled back in the epilogue.
   const int64_t k3 = 3 * w.kp;
-  GemmArgs<__half, float> args{a_lines.dst, b_lines.dst, static_cast<float*>(p.c), k3, k3,
-                               w.batches_a == 1 ? 0 : p.m * k3, w.batches_b == 1 ? 0 : p.n * k3, p.batch, p.m,
-                               p.n, k3, 1, round_up(k3, SplitTile::BK)};
+  GemmArgs<__half, float> args{a_lines.dst, b_lines.dst, static_cast<float*>(p.c), w.a_layout.ld, w.b_layout.ld,
+                               w.batches_a == 1 ? 0 : w.a_layout.batch_stride(),
+                               w.batches_b == 1 ? 0 : w.b_layout.batch_stride(), p.batch, p.m, p.n, k3, 1,
+                               round_up(k3, SplitTile::BK)};
   args.row_scale = a_lines.scales;
   args.col_scale = b_lines.scales;
   args.row_scale_stride = w.batches_a == 1 ? 0 : w.rows_padded;
   args.col_scale_stride = w.batches_b == 1 ? 0 : w.cols_padded;
-  SplitFamily::launch<SplitTile, float, true, true, false, false>(args, device, stream);
-  STD_CUDA_KERNEL_LAUNCH_CHECK();
+  with_bool(w.a_layout.k_major, [&](auto a_row) {
+    with_bool(!w.b_layout.k_major, [&](auto b_row) {
+      SplitFamily::launch<SplitTile, float, true, decltype(a_row)::value, decltype(b_row)::value, false>(args, device,
+                                                                                                      stream);
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
 
-  // The lines left out: their outputs recomputed exactly (rows, then columns; a grid that strides
-  // over however many the split listed).
-  const int* counts = reinterpret_cast<const int*>(base + w.counts);
-  ExactLines exact{static_cast<const float*>(p.a.data), static_cast<const float*>(p.b.data),
-                   static_cast<float*>(p.c), p.a.ld, p.b.ld, p.a.batch_stride, p.b.batch_stride,
-                   p.batch, p.m, p.n, p.k, counts, reinterpret_cast<const int64_t*>(base + w.listed_rows)};
+  // The lines left out: their outputs recomputed exactly, rows and columns in one launch (a grid
+  // that strides over however many the split listed).
+  const ExactLines exact{static_cast<const float*>(p.a.data),
+                         static_cast<const float*>(p.b.data),
+                         static_cast<float*>(p.c),
+                         p.a.ld,
+                         p.b.ld,
+                         p.a.batch_stride,
+                         p.b.batch_stride,
+                         p.batch,
+                         p.m,
+                         p.n,
+                         p.k,
+                         reinterpret_cast<const int*>(base + w.counts),
+                         {reinterpret_cast<const int64_t*>(base + w.listed_rows),
+                          reinterpret_cast<const int64_t*>(base + w.listed_cols)}};
   with_bool(p.a.row_major, [&](auto a_row) {
     with_bool(p.b.row_major, [&](auto b_row) {
-      constexpr bool kARow = decltype(a_row)::value, kBRow = decltype(b_row)::value;
-      const unsigned blocks = static_cast<unsigned>(8 * device.num_sms);
-      exact_lines_kernel<kMaxScaledSplitK, kARow, kBRow, true><<<blocks, 128, 0, stream>>>(exact);
-      STD_CUDA_KERNEL_LAUNCH_CHECK();
-      exact.count = counts + 1;
-      exact.listed = reinterpret_cast<const int64_t*>(base + w.listed_cols);
-      exact_lines_kernel<kMaxScaledSplitK, kARow, kBRow, false><<<blocks, 128, 0, stream>>>(exact);
+      const dim3 grid(static_cast<unsigned>(8 * device.num_sms), 2);  // y: rows, columns
+      exact_lines_kernel<kMaxScaledSplitK, decltype(a_row)::value, decltype(b_row)::value><<<grid, 128, 0, stream>>>(exact);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
@@ -132,13 +174,14 @@ std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceL
     << kSplitTop << ", 2^" << kSplitTop + 1
     << ")) and split into a float16 big part and a float16 remainder; A' = [remainder | big | big], B' = [big ; "
        "remainder ; big], each K = "
-    << p.k << " padded to " << w.kp << " (one warp a line)\n"
+    << p.k << " padded to " << w.kp << "; A' " << (w.a_layout.k_major ? "K-major (a warp a row)" : "MN-major (a thread a row)")
+    << ", B' " << (w.b_layout.k_major ? "K-major (a warp a column)" : "MN-major (a thread a column)") << "\n"
     << "tile " << kShortK << ": ";
   GemmProblem q = p;
   q.dtype = torch::headeronly::ScalarType::Half;
   q.k = 3 * w.kp;
-  q.a = MatrixOperand{nullptr, q.k, 0, true};
-  q.b = MatrixOperand{nullptr, q.k, 0, false};
+  q.a = MatrixOperand{nullptr, w.a_layout.ld, 0, w.a_layout.k_major};
+  q.b = MatrixOperand{nullptr, w.b_layout.ld, 0, !w.b_layout.k_major};
   SplitFamily::describe_layout<SplitTile, true>(s, q);
   s << "; both operands' tiles by bulk tensor copies (TMA), counted on each stage's mbarrier; each output scaled "
        "back by its row's and column's powers of two in the epilogue\n"

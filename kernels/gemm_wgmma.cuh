@@ -459,12 +459,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     };
     // kGroupOut: this math warpgroup's writers, at named barrier 5 + group (1-4 are taken).
     const GroupWriters group_writers{group, 5 + group};
-    auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2]) {
+    // kScaledOutput: each output times its row's and its column's scale (kPlain rows: 16-bit),
+    // read as a warp-specialized tile's item starts, so that the loads land during its K loop.
+    using Scales = OutputScales<Input::kScaledOutput, BN>;
+    auto scales_of = [&](const WorkItem<T>& w) {
+      return Scales(args, w, group * 64 + (warp % 4) * 16 + (tid % 32) / 4, (tid % 32) % 4);
+    };
+    auto store_result = [&](const WorkItem<T>& w, const float (&result)[BN / 2], const Scales& scales) {
       // The m64nN result is the m16n8 layout repeated: warp w of the group holds rows
       // 16 w ... 16 w + 15 of its 64, and tile j of 8 columns in registers 4 j ... 4 j + 3.
-      // kScaledOutput: each output times its row's and its column's scale (kPlain rows: 16-bit).
-      const OutputScales<Input::kScaledOutput, BN> scales(args, w, group * 64 + (warp % 4) * 16 + (tid % 32) / 4,
-                                                          (tid % 32) % 4);
       auto value = [&](int, int j, int half, int e) { return scales(result[4 * j + 2 * half + e], j, half, e); };
       auto store = [&](const auto& repair) {
         const void* map = output_map.valid ? &output_map.map : nullptr;
@@ -646,6 +649,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           const WorkItem<T> w = with_tiles(item);
           float acc[BN / 2], sum[kSums];
           clear(acc, sum);
+          const Scales scales = scales_of(w);
           // With the producer: it may fill the stages again (bulk copies write them through the
           // async proxy, after the epilogue's stores).
           if constexpr (kEpilogueOverStages) {
@@ -695,8 +699,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
           if (Tile::kWarpGroups == 2 && group == 0 && w.k_tiles > 0) sync::warps_anywhere<kMathThreads, 2>();
           if (kInFlight > 0 && w.k_tiles > 0) sync::mbarrier_arrive(empty + (ring + w.k_tiles - 1) % kStages);
           ring += w.k_tiles;
-          if constexpr (kPromote) store_result(w, sum);
-          else store_result(w, acc);
+          if constexpr (kPromote) store_result(w, sum, scales);
+          else store_result(w, acc, scales);
         });
         if constexpr (kGroupOut) finish_bulk_output(group_writers);
         else if constexpr (Tile::kPersistent) finish_bulk_output();
@@ -772,8 +776,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         }
         wgmma::wait_group<0>();
         wgmma::fence_operands(acc);
-        if constexpr (kPromote) store_result(w, sum);
-        else store_result(w, acc);
+        if constexpr (kPromote) store_result(w, sum, scales_of(w));
+        else store_result(w, acc, scales_of(w));
       });
       if constexpr (Tile::kPersistent) finish_bulk_output();
     }

@@ -11,8 +11,11 @@
 //   Where a line's range defeats the float16 parts, the line is left out of the split (its parts
 // zero) and its outputs are recomputed exactly afterwards (exact_lines_kernel): non-finite
 // values (NaN and Inf give IEEE's outputs), a largest magnitude whose scale would pass 2^+-63, or
-// a nonzero value more than 2^17 below the line's largest (its scaled remainder would be
-// subnormal in float16, losing the split's 2^-22).
+// a nonzero value more than 2^19 below the line's largest. Down to there a value's big part and
+// remainder hold it to 2^-20 (to 2^-22 above 2^-17 of the largest, where the scaled remainder is
+// a normal float16; below, a subnormal remainder's absolute error, 2^-25, is 2^-20 of a value at
+// 2^-5): a quarter of float32 summation's bound at K = 33, 2 K 2^-24, for an output made of one
+// such product alone. Randn's 64-element lines are left out at a rate of ~2e-4 (~1e-3 at 2^17).
 #pragma once
 
 #include <cstdint>
@@ -27,47 +30,66 @@ namespace tiledmm {
 constexpr int kMaxSplitScaleExp = 63;
 // A line's scaled largest magnitude lies in [2^kSplitTop, 2^(kSplitTop + 1)).
 constexpr int kSplitTop = 14;
-// Nonzero magnitudes down to 2^-kSplitRange below the largest keep their remainder normal in
-// float16 (scaled: 2^kSplitTop - kSplitRange = 2^-3 and up, whose remainder is 2^-14 and up).
-constexpr int kSplitRange = 17;
+// Nonzero magnitudes down to 2^-kSplitRange below the largest are held to 2^-20 by their parts
+// (scaled: 2^(kSplitTop - kSplitRange) = 2^-5 and up).
+constexpr int kSplitRange = 19;
+// The split's block (128: smallK's 32768 lines of a thread a line spread over every SM).
+constexpr int kSplitThreads = 128;
 
 // Lines of a float32 operand (rows of A or columns of B): element k of line l of matrix z at
-// src[z * batch_stride + l * line_stride + k * k_stride]. Written as lines of 3 kp float16 values
-// (kp: K rounded up to 8, zeros after K) in three segments, the remainder in segment lo_segment and
-// the big part in the other two, and one inverse scale per line (scales: `scale_lines` a matrix).
+// src[z * batch_stride + l * line_stride + k * k_stride]. Written as float16 values with K padded to
+// kp (zeros after K) in three segments, the remainder in segment lo_segment and the big part in the
+// other two: element k of segment g at dst[z * dst_batch_stride + l * dst_line_stride + (g kp + k)
+// * dst_k_stride], and one inverse scale per line (scales: `scale_lines` a matrix).
 struct SplitLines {
   const float* src;
   int64_t batch_stride, line_stride, k_stride;
   int64_t batches, lines, k, kp;
   int lo_segment;
   __half* dst;
+  int64_t dst_batch_stride, dst_line_stride, dst_k_stride;
   float* scales;
   int64_t scale_lines;
   int* left_out_count;  // lines left out of the split (zeroed before), listed as z * lines + l
   int64_t* left_out;
 };
 
-// One warp a line: its largest and smallest nonzero magnitudes, then its scaled parts.
-__global__ void __launch_bounds__(256) split_lines_kernel(const SplitLines s) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (int64_t line = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-       line < s.batches * s.lines; line += warps) {
+// Splits every line of s with K <= kMaxK by `blocks` blocks (this one: `block`), each line's values
+// held in registers while its range is found. kThreadALine: one thread a line, for lines whose
+// elements lie a line apart (a warp's loads and stores then cover 32 neighbouring lines); else one
+// warp a line, for lines along memory.
+template <int kMaxK, bool kThreadALine>
+__device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, int64_t blocks) {
+  constexpr int kLanes = kThreadALine ? 1 : 32;  // threads a line
+  constexpr int kValues = kMaxK / kLanes;        // a thread's elements of its line
+  static_assert(kMaxK % 32 == 0, "whole warps");
+  const int lane = kThreadALine ? 0 : threadIdx.x % 32;
+  const int64_t per_block = blockDim.x / kLanes, stride = blocks * per_block;
+  for (int64_t line = block * per_block + threadIdx.x / kLanes; line < s.batches * s.lines; line += stride) {
     const int64_t z = line / s.lines, l = line % s.lines;
     const float* x = s.src + z * s.batch_stride + l * s.line_stride;
+    float v[kValues];
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      const int k = lane + i * kLanes;
+      v[i] = k < s.k ? x[k * s.k_stride] : 0.0f;  // every load issued before the first use
+    }
     float largest = 0.0f, smallest = INFINITY;
     bool finite = true;
-    for (int64_t k = lane; k < s.k; k += 32) {
-      const float v = fabsf(x[k * s.k_stride]);
-      finite = finite && isfinite(v);
-      largest = fmaxf(largest, v);
-      if (v > 0.0f) smallest = fminf(smallest, v);
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      const float a = fabsf(v[i]);
+      finite = finite && isfinite(a);
+      largest = fmaxf(largest, a);
+      if (a > 0.0f) smallest = fminf(smallest, a);
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-      smallest = fminf(smallest, __shfl_xor_sync(0xffffffffu, smallest, offset));
+    if constexpr (!kThreadALine) {
+      for (int offset = 16; offset > 0; offset /= 2) {
+        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+        smallest = fminf(smallest, __shfl_xor_sync(0xffffffffu, smallest, offset));
+      }
+      finite = __all_sync(0xffffffffu, finite);
     }
-    finite = __all_sync(0xffffffffu, finite);
     int exponent = 0;  // largest = f 2^exponent, f in [0.5, 1): its top bit is 2^(exponent - 1)
     frexpf(largest, &exponent);
     const int up = kSplitTop + 1 - exponent;  // the scale's exponent
@@ -77,80 +99,135 @@ __global__ void __launch_bounds__(256) split_lines_kernel(const SplitLines s) {
       s.scales[z * s.scale_lines + l] = left_out ? 0.0f : ldexpf(1.0f, -up);
       if (left_out) s.left_out[atomicAdd(s.left_out_count, 1)] = line;
     }
-    const float scale = ldexpf(1.0f, up);
-    __half* out = s.dst + line * 3 * s.kp;
-    for (int64_t k = lane; k < s.kp; k += 32) {
-      // Exact: a power of two, and v normal (0 for a line left out, whose values may be non-finite).
-      const float v = k < s.k && !left_out ? x[k * s.k_stride] * scale : 0.0f;
-      const __half hi = __float2half_rn(v);
-      const __half lo = __float2half_rn(v - __half2float(hi));
+    const float scale = left_out ? 0.0f : ldexpf(1.0f, up);
+    __half* out = s.dst + z * s.dst_batch_stride + l * s.dst_line_stride;
 #pragma unroll
-      for (int segment = 0; segment < 3; ++segment) out[segment * s.kp + k] = segment == s.lo_segment ? lo : hi;
+    for (int i = 0; i < kValues; ++i) {
+      const int k = lane + i * kLanes;
+      if (k >= s.kp) break;
+      // Exact: a power of two, and v normal (0 for a line left out, whose values may be non-finite).
+      const float scaled = left_out ? 0.0f : v[i] * scale;
+      const __half hi = __float2half_rn(scaled);
+      const __half lo = __float2half_rn(scaled - __half2float(hi));
+#pragma unroll
+      for (int segment = 0; segment < 3; ++segment)
+        out[(segment * s.kp + k) * s.dst_k_stride] = segment == s.lo_segment ? lo : hi;
     }
   }
 }
 
-// The product's operands as the exact recomputation reads them: the original float32 A and B.
+// Both operands' lines in one launch (A's by the first a_blocks blocks), so that neither waits for
+// the other's last blocks.
+template <int kMaxK, bool kAThreadALine, bool kBThreadALine>
+__global__ void __launch_bounds__(kSplitThreads) split_lines_kernel(const SplitLines a, const SplitLines b,
+                                                                    int64_t a_blocks) {
+  const int64_t block = blockIdx.x;
+  if (block < a_blocks) split_lines<kMaxK, kAThreadALine>(a, block, a_blocks);
+  else split_lines<kMaxK, kBThreadALine>(b, block - a_blocks, gridDim.x - a_blocks);
+}
+
+// The exact recomputation's operands (the original float32 A and B) and output, and the split's
+// lists: index d 0 for the listed rows of A, 1 for the listed columns of B.
 struct ExactLines {
   const float* a;
   const float* b;
   float* c;  // batch m x n matrices, row-major
   int64_t lda, ldb, batch_stride_a, batch_stride_b;
   int64_t batch, m, n, k;
-  const int* count;       // lines listed by split_lines_kernel: rows of A (kRows) or columns of B
-  const int64_t* listed;  // z * lines + line, z the operand's matrix (0 for a broadcast operand)
+  const int* counts;         // lines listed by split_lines_kernel
+  const int64_t* listed[2];  // z * lines + line, z the operand's matrix (0 for a broadcast operand)
 };
 
 // Recomputes every output of the listed rows (kRows) or columns with exact float32 fused
-// multiply-adds in k order (exact_dot's arithmetic; K <= kMaxK). Each thread keeps one line of the
-// other operand in registers (kRows: a column of B); the block copies the listed lines into shared
-// memory kBatch at a time, every element's load at once, and each thread then walks them without a
-// load in its chain of additions. A thread a listed output, reading both lines with exact_dot,
-// took 0.44 ms for smallK's ~33 listed columns, each of whose 64 strided loads waited for the last
-// (bench/NOTES.md item 148). The padding past K adds -0 (+0 times -0): no sum changes, signed
-// zeros included. A listed line of a broadcast operand is every matrix's.
-template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows>
-__global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
-  constexpr int kBatch = 32;
-  __shared__ float listed_lines[kBatch][kMaxK];
-  const int count = *e.count;
+// multiply-adds in k order (exact_dot's arithmetic; K <= kMaxK). A work item is kThreads lines of
+// the other operand (kRows: columns of B), one a thread, held in registers, against a group of
+// kGroup listed lines copied into shared memory: the group's kGroup sums are independent chains
+// (a thread an output in turn left each chain's latency exposed), and the items are as many as
+// chunks of lines times groups, so that a few dozen listed lines still fill the GPU. A thread's
+// line whose elements lie along memory (a row of a row-major A) comes through shared memory, so
+// that the block's loads are whole rows. The padding past K adds -0 (+0 times -0): no sum changes,
+// signed zeros included. A listed line of a broadcast operand is every matrix's.
+template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows, int kThreads, int kGroup>
+__device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_lines)[kGroup][kMaxK],
+                                            float (&own_lines)[kThreads][kMaxK + 1]) {
+  constexpr int d = kRows ? 0 : 1;
+  constexpr bool kOwnAlongMemory = kRows ? !kBRowMajor : kARowMajor;
+  const int64_t count = e.counts[d];
   if (count == 0) return;
   const int64_t lines = kRows ? e.m : e.n, across = kRows ? e.n : e.m;
   const bool listed_broadcast = (kRows ? e.batch_stride_a : e.batch_stride_b) == 0;
-  const int64_t chunks = (across + blockDim.x - 1) / blockDim.x;
+  const int64_t chunks = (across + kThreads - 1) / kThreads, groups = (count + kGroup - 1) / kGroup;
   auto a_at = [&](const float* a, int64_t row, int k) { return a[kARowMajor ? row * e.lda + k : k * e.lda + row]; };
   auto b_at = [&](const float* b, int k, int64_t col) { return b[kBRowMajor ? k * e.ldb + col : col * e.ldb + k]; };
-  for (int64_t item = blockIdx.x; item < e.batch * chunks; item += gridDim.x) {
-    const int64_t z = item / chunks, other = item % chunks * blockDim.x + threadIdx.x;
-    const bool active = other < across;
+  for (int64_t item = blockIdx.x; item < e.batch * chunks * groups; item += gridDim.x) {
+    const int64_t first_listed = item % groups * kGroup, first = item / groups % chunks * kThreads;
+    const int64_t z = item / groups / chunks, other = first + threadIdx.x;
     const float* a = e.a + z * e.batch_stride_a;
     const float* b = e.b + z * e.batch_stride_b;
+    // Element k of line o of the other operand (kRows: column o of B, else row o of A).
+    auto own_at = [&](int64_t o, int k) { return kRows ? b_at(b, k, o) : a_at(a, o, k); };
+    // A thread's loads in batches of kBatch at once, then their shared-memory stores (a load waited
+    // for before the next made an item take ~40 us).
+    constexpr int kBatch = 16;
+    auto stage = [&](float* lines_smem, int line_elems, int count_elems, auto value_at) {
+#pragma unroll 1
+      for (int j0 = 0; j0 < count_elems / kThreads; j0 += kBatch) {
+        float v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int i = threadIdx.x + (j0 + j) * kThreads;
+          v[j] = j0 + j < count_elems / kThreads ? value_at(i / kMaxK, i % kMaxK) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int i = threadIdx.x + (j0 + j) * kThreads;
+          if (j0 + j < count_elems / kThreads) lines_smem[i / kMaxK * line_elems + i % kMaxK] = v[j];
+        }
+      }
+    };
+    __syncthreads();  // the last item's lines are read
+    stage(&listed_lines[0][0], kMaxK, kGroup * kMaxK, [&](int q, int k) {
+      const bool is_listed = first_listed + q < count && k < e.k;
+      const int64_t line = is_listed ? e.listed[d][first_listed + q] % lines : 0;  // of matrix z (others skipped)
+      return is_listed ? (kRows ? a_at(a, line, k) : b_at(b, k, line)) : 0.0f;
+    });
+    if constexpr (kOwnAlongMemory)
+      stage(&own_lines[0][0], kMaxK + 1, kThreads * kMaxK,
+            [&](int r, int k) { return first + r < across && k < e.k ? own_at(first + r, k) : -0.0f; });
+    __syncthreads();
+    if (other >= across) continue;
     float mine[kMaxK];
 #pragma unroll
     for (int k = 0; k < kMaxK; ++k)
-      mine[k] = active && k < e.k ? (kRows ? b_at(b, k, other) : a_at(a, other, k)) : -0.0f;
-    for (int first = 0; first < count; first += kBatch) {
-      const int batch = min(kBatch, count - first);
-      __syncthreads();  // the last batch's lines are read
-      for (int i = threadIdx.x; i < batch * kMaxK; i += blockDim.x) {
-        const int q = i / kMaxK, k = i % kMaxK;
-        const int64_t line = e.listed[first + q] % lines;  // of matrix z (an entry of another is skipped below)
-        listed_lines[q][k] = k < e.k ? (kRows ? a_at(a, line, k) : b_at(b, k, line)) : 0.0f;
-      }
-      __syncthreads();
-      if (!active) continue;
-      for (int q = 0; q < batch; ++q) {
-        const int64_t entry = e.listed[first + q];
-        if (!listed_broadcast && entry / lines != z) continue;
-        const int64_t line = entry % lines;
-        float sum = 0.0f;
+      mine[k] = kOwnAlongMemory ? own_lines[threadIdx.x][k] : k < e.k ? own_at(other, k) : -0.0f;
+    float sum[kGroup];
 #pragma unroll
-        for (int k = 0; k < kMaxK; ++k)
-          sum = kRows ? fmaf(listed_lines[q][k], mine[k], sum) : fmaf(mine[k], listed_lines[q][k], sum);
-        e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum;
-      }
+    for (int q = 0; q < kGroup; ++q) sum[q] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxK; ++k)
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q)
+        sum[q] = kRows ? fmaf(listed_lines[q][k], mine[k], sum[q]) : fmaf(mine[k], listed_lines[q][k], sum[q]);
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      const int64_t index = first_listed + q;
+      if (index >= count) break;
+      const int64_t entry = e.listed[d][index];
+      if (!listed_broadcast && entry / lines != z) continue;
+      const int64_t line = entry % lines;
+      e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum[q];
     }
   }
+}
+
+// The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch.
+template <int kMaxK, bool kARowMajor, bool kBRowMajor>
+__global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
+  constexpr int kThreads = 128, kGroup = 8;
+  __shared__ __align__(16) float listed_lines[kGroup][kMaxK];
+  __shared__ float own_lines[kThreads][kMaxK + 1];  // + 1: its rows in different banks
+  if (blockIdx.y == 0) exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines);
+  else exact_lines<kMaxK, kARowMajor, kBRowMajor, false>(e, listed_lines, own_lines);
 }
 
 }  // namespace tiledmm

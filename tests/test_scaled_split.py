@@ -96,6 +96,45 @@ def test_lines_the_split_leaves_out_are_exact():
     _componentwise_ok(out, a, b)
 
 
+@pytest.mark.parametrize("which", ["edges", "many"])
+def test_listed_lines_at_the_edges_and_many(which):
+    """Lines left out of the split: the first and last rows and columns (the last in a partial
+    tile), or every 50th row and 40th column (more than a group of the recomputation's); outputs
+    where a listed row meets a listed column; every output written (poisoned) and within float32's
+    bound."""
+    m, k, n = _fill_gpu_shape(64)
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(k, n, device="cuda")
+    rows = [0, m - 1] if which == "edges" else list(range(0, m, 50)) + [m - 1]
+    cols = [0, n - 1] if which == "edges" else list(range(0, n, 40)) + [n - 1]
+    a[rows, 7] = 2.0**-40  # 2^-40 below the row's largest: left out
+    b[9, cols] = -(2.0**-40)
+    _takes_path(a, b)
+    out, _ = poisoned(lambda: tiledmm.mm(a, b, precision="highest"), (m, n), torch.float32, "cuda")
+    _componentwise_ok(out, a, b)
+
+
+@pytest.mark.parametrize("below", [18.5, 19.0, 19.5])
+def test_small_values_alone_in_their_outputs(below):
+    """Values 2^-below under their row's largest (random significands), each output their product
+    alone (the other operand zero where the rows are large): the split takes values down to 2^-19
+    of the line's largest, to 2^-20 of each (README), and leaves smaller ones out for the exact
+    recomputation, so each output (two values, each held to 2^-20) is within 2^-18 of its value and
+    within float32's bound."""
+    m, k, n = _fill_gpu_shape(64)
+    a = torch.zeros(m, k, device="cuda")
+    a[:, 0] = 1.0
+    a[:, 1] = 2.0**-below * (1 + torch.rand(m, device="cuda"))
+    b = torch.randn(k, n, device="cuda")
+    b[0, :] = 0.0
+    _takes_path(a, b)
+    out = tiledmm.mm(a, b, precision="highest")
+    _componentwise_ok(out, a, b)
+    ref = a.double() @ b.double()
+    worst = ((out.double() - ref).abs() / ref.abs()).max().item()
+    assert worst <= 2.0**-18, f"an output is {worst:.3e} off its value"
+
+
 def test_every_line_left_out():
     """Every row out of the split: the exact recomputation writes the whole output."""
     m, k, n = _fill_gpu_shape(40)
