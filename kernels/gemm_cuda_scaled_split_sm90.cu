@@ -67,26 +67,27 @@ struct SplitWorkspace {
   int64_t zeroed_end() const { return listed_rows; }
 };
 
-// A's rows or B's columns, split into lines of 3 kp.
-SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, int64_t batches, const SplitLayout& layout,
-                          const GemmProblem& p, const SplitWorkspace& w, unsigned char* base) {
+// A's rows or B's columns, split into lines of 3 kp in the operand's own orientation (layout).
+SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, const GemmProblem& p, const SplitWorkspace& w,
+                          unsigned char* base) {
+  const SplitLayout& layout = rows_of_a ? w.a_layout : w.b_layout;
   // Element k of line l: A[l][k] (row-major: l * ld + k) or B[k][l] (row-major: k * ld + l).
-  const bool k_unit = rows_of_a == x.row_major;
+  const bool k_unit = layout.k_major;
   float* scales = reinterpret_cast<float*>(base + w.scales);
   int* counts = reinterpret_cast<int*>(base + w.counts);
   return SplitLines{static_cast<const float*>(x.data),
                     x.batch_stride,
                     k_unit ? x.ld : 1,
                     k_unit ? 1 : x.ld,
-                    batches,
+                    rows_of_a ? w.batches_a : w.batches_b,
                     layout.lines,
                     p.k,
                     w.kp,
                     rows_of_a ? 0 : 1,
                     reinterpret_cast<__half*>(base + (rows_of_a ? w.a_split : w.b_split)),
                     layout.batch_stride(),
-                    layout.k_major ? layout.ld : 1,
-                    layout.k_major ? 1 : layout.ld,
+                    k_unit ? layout.ld : 1,
+                    k_unit ? 1 : layout.ld,
                     rows_of_a ? scales : scales + w.batches_a * w.rows_padded,
                     rows_of_a ? w.rows_padded : w.cols_padded,
                     counts + (rows_of_a ? 0 : 1),
@@ -110,8 +111,8 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
   unsigned char* base = static_cast<unsigned char*>(workspace.mutable_data_ptr());
   STD_CUDA_CHECK(cudaMemsetAsync(base + w.zeroed_begin(), 0, w.zeroed_end() - w.zeroed_begin(), stream));
 
-  const SplitLines a_lines = split_lines_of(p.a, true, w.batches_a, w.a_layout, p, w, base);
-  const SplitLines b_lines = split_lines_of(p.b, false, w.batches_b, w.b_layout, p, w, base);
+  const SplitLines a_lines = split_lines_of(p.a, true, p, w, base);
+  const SplitLines b_lines = split_lines_of(p.b, false, p, w, base);
   const int64_t a_blocks = split_blocks(a_lines, w.a_layout.k_major, device);
   const int64_t blocks = a_blocks + split_blocks(b_lines, w.b_layout.k_major, device);
   with_bool(!w.a_layout.k_major, [&](auto a_thread) {

@@ -1006,11 +1006,11 @@ inline bool wgmma_3xtf32_is_as_accurate(const GemmProblem& p, int num_sms) {
 
 // 'highest' at short K on Hopper: one float16 product of the operands' scaled splits (3 K long,
 // scaled_split.cuh), where the output's writes take as long as 3xTF32's products. On an H200,
-// 32768 x 64 x 32768: 1.54 ms against 3xTF32's 1.67-1.77 (torch 4.07-4.15), error 1.3e-7 against
-// torch's 1.4e-7 on randn and 1.9e-7 against 1.2e-7 on rand; K = 48 and 33: 2.4x and 2.1x torch
-// against 3xTF32's 1.9x and 1.5x (bench/NOTES.md item 148). At K = 32 its product alone was no
-// faster than 3xTF32, and at K = 128 slower and 2.9x torch's error on rand (longer chains of
-// truncating tensor-core additions): 32 < K <= 64, outputs that fill the GPU, one K slice.
+// 32768 x 64 x 32768: 1.31-1.39 ms against 3xTF32's 1.69-1.80 (torch 4.04-4.44), error 1.3e-7
+// against torch's 1.4e-7 on randn and 1.9e-7 against 1.2e-7 on rand; K = 48 and 33: 2.7x and 2.5x
+// torch against 3xTF32's 2.1x and 1.7x (bench/NOTES.md items 148-149). At K = 32 its product
+// alone was no faster than 3xTF32, and at K = 128 slower and 2.9x torch's error on rand (longer
+// chains of truncating tensor-core additions): 32 < K <= 64, outputs that fill the GPU, one K slice.
 struct ScaledSplitPath {};
 constexpr int64_t kMinScaledSplitK = 33, kMaxScaledSplitK = 64;
 inline bool scaled_split_fits(const GemmProblem& p, int num_sms) {
