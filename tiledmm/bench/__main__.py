@@ -10,6 +10,12 @@ float64 inputs, summed in chunks of K so as to be more accurate than what is mea
 forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json (an
 earlier file of that name from another commit is kept, renamed <device>-<date>-<its commit>.json)
 and prints a table. Without a GPU it runs a small CPU comparison instead.
+
+--suite models times what training two models runs instead: the forward, input-gradient and
+weight-gradient products of each linear layer of GPT-2 small (8192 tokens) and Llama-3-8B (4096
+tokens), each its own forward row, and GPT-2's batched attention products; it writes
+<device>-<date>-models.json, with a summary per model, dtype and precision (the geometric mean
+of the speedups and the worst one), printed last. Without a GPU it runs a miniature of them.
 """
 
 import argparse
@@ -25,21 +31,32 @@ import torch
 
 import tiledmm
 
-from .problems import CPU_PROBLEMS, PROBLEMS
-from .report import spread_pct
+from .problems import CPU_MODEL_PROBLEMS, CPU_PROBLEMS, MODEL_PROBLEMS, PROBLEMS
+from .report import speedup_summary, spread_pct
 from .timing import L2Flush, quartiles, rel_err, times_ms_each, torch_precision
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # float32 precisions. torch runs its float32-accurate default for all but "tf32", where it runs TF32.
 PRECISIONS = ["highest", "3xtf32", "tf32", "ieee"]
+# Per suite: its problems (GPU, CPU fallback) and default dtypes, float32 precisions and passes.
+# The model suite's products are each timed on their own, so forward only.
+SUITES = {
+    "reference": dict(problems=(PROBLEMS, CPU_PROBLEMS), dtypes=["float32"], precisions=PRECISIONS,
+                      passes=["fwd", "fwd+bwd"]),
+    "models": dict(problems=(MODEL_PROBLEMS, CPU_MODEL_PROBLEMS), dtypes=["bfloat16", "float16", "float32"],
+                   precisions=["tf32", "highest"], passes=["fwd"]),
+}
 
 
 def operands(problem, dtype, device):
+    """A (m, k) and B (k, n), with a leading batch dimension for a batched problem; a "t" operand
+    is a transposed view of a contiguous tensor."""
+    batch = (problem.batch,) if problem.batch > 1 else ()
     a_shape = (problem.k, problem.m) if problem.layout[0] == "t" else (problem.m, problem.k)
     b_shape = (problem.n, problem.k) if problem.layout[1] == "t" else (problem.k, problem.n)
-    a = torch.randn(a_shape, dtype=dtype, device=device)
-    b = torch.randn(b_shape, dtype=dtype, device=device)
-    return (a.T if problem.layout[0] == "t" else a), (b.T if problem.layout[1] == "t" else b)
+    a = torch.randn(*batch, *a_shape, dtype=dtype, device=device)
+    b = torch.randn(*batch, *b_shape, dtype=dtype, device=device)
+    return (a.mT if problem.layout[0] == "t" else a), (b.mT if problem.layout[1] == "t" else b)
 
 
 def reference_product(x, y):
@@ -53,9 +70,9 @@ def reference_product(x, y):
         return x64 @ y64
     k = x.shape[-1]
     chunk = max(1, math.isqrt(k))
-    total = x64[:, :chunk] @ y64[:chunk]
+    total = x64[..., :chunk] @ y64[..., :chunk, :]
     for k0 in range(chunk, k, chunk):
-        total += x64[:, k0:k0 + chunk] @ y64[k0:k0 + chunk]
+        total += x64[..., k0:k0 + chunk] @ y64[..., k0:k0 + chunk, :]
     return total
 
 
@@ -72,11 +89,11 @@ def measure(problem, dtype, precision, passes, device, args, flush):
     for pass_ in passes:
         if pass_ == "fwd":
             refs = (reference_product(a, b),)
-            flops = 2.0 * problem.m * problem.k * problem.n
+            flops = 2.0 * problem.batch * problem.m * problem.k * problem.n
         else:
-            grad = torch.randn(problem.m, problem.n, dtype=dtype, device=device)
-            refs = (reference_product(grad, b.T), reference_product(a.T, grad))
-            flops = 6.0 * problem.m * problem.k * problem.n
+            grad = torch.randn(*a.shape[:-1], problem.n, dtype=dtype, device=device)
+            refs = (reference_product(grad, b.mT), reference_product(a.mT, grad))
+            flops = 6.0 * problem.batch * problem.m * problem.k * problem.n
             a.requires_grad_(True)
             b.requires_grad_(True)
         runs, errs = {}, {}
@@ -96,6 +113,8 @@ def measure(problem, dtype, precision, passes, device, args, flush):
                        ms=round(ms, 5), ms_q1=round(q1, 5), ms_q3=round(q3, 5),
                        tflops=round(flops / ms / 1e9, 2), rel_err=float(f"{errs[impl]:.3e}"))
             row["pass"] = pass_
+            if problem.suite:
+                row.update(suite=problem.suite, batch=problem.batch)
             if impl == "tiledmm":
                 row["speedup"] = round(stats["torch"][1] / ms, 3)
             rows.append(row)
@@ -106,13 +125,23 @@ def measure(problem, dtype, precision, passes, device, args, flush):
 
 def table(rows):
     """The tiledmm rows beside torch's, with the spread of the two (report.spread_pct)."""
-    lines = [f"{'problem':10s} {'dtype':9s} {'precision':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
+    width = max([10] + [len(r["problem"]) for r in rows])
+    lines = [f"{'problem':{width}s} {'dtype':9s} {'precision':9s} {'pass':8s} {'tiledmm ms':>11s} {'torch ms':>9s} {'speedup':>8s} "
              f"{'spread':>7s} {'TFLOP/s':>8s} {'err tiledmm':>12s} {'err torch':>10s}"]
     for t in (r for r in rows if r["impl"] == "tiledmm"):
         ref = next(r for r in rows if r["impl"] == "torch" and all(r[key] == t[key] for key in ("problem", "dtype", "precision", "pass")))
         spread = spread_pct(t, ref)
-        lines.append(f"{t['problem']:10s} {t['dtype']:9s} {t['precision']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
+        lines.append(f"{t['problem']:{width}s} {t['dtype']:9s} {t['precision']:9s} {t['pass']:8s} {t['ms']:11.3f} {ref['ms']:9.3f} "
                      f"{t['speedup']:7.2f}x {spread:6.1f}% {t['tflops']:8.2f} {t['rel_err']:12.2e} {ref['rel_err']:10.2e}")
+    return "\n".join(lines)
+
+
+def summary_table(summary):
+    """report.speedup_summary's groups, one line each."""
+    lines = [f"{'suite':8s} {'dtype':9s} {'precision':9s} {'pass':8s} {'rows':>4s} {'geomean':>8s}  worst"]
+    for s in summary:
+        lines.append(f"{s['suite']:8s} {s['dtype']:9s} {s['precision']:9s} {s['pass']:8s} {s['rows']:4d} "
+                     f"{s['geomean_speedup']:7.3f}x  {s['worst_speedup']:.3f}x ({s['worst_problem']})")
     return "\n".join(lines)
 
 
@@ -148,11 +177,15 @@ def commit():
 def main():
     parser = argparse.ArgumentParser(prog="python -m tiledmm.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--problems", nargs="*", help=f"subset of: {' '.join(p.name for p in PROBLEMS)}")
-    parser.add_argument("--dtypes", nargs="*", default=["float32"], choices=list(DTYPES))
-    parser.add_argument("--precisions", nargs="*", default=PRECISIONS, choices=PRECISIONS,
-                        help="float32 precisions to run (other dtypes have one path)")
-    parser.add_argument("--passes", nargs="*", default=["fwd", "fwd+bwd"], choices=["fwd", "fwd+bwd"])
+    parser.add_argument("--suite", default="reference", choices=list(SUITES),
+                        help="reference: the reference problems; models: two models' training products")
+    parser.add_argument("--problems", nargs="*", help=f"subset of the suite's: {' '.join(p.name for p in PROBLEMS)} "
+                                                      "(models: <model>.<layer>.<fwd|dgrad|wgrad>, gpt2.attn.<scores|out>)")
+    parser.add_argument("--dtypes", nargs="*", choices=list(DTYPES),
+                        help="default: float32 (models: bfloat16 float16 float32)")
+    parser.add_argument("--precisions", nargs="*", choices=PRECISIONS,
+                        help="float32 precisions to run (other dtypes have one path); default: all (models: tf32 highest)")
+    parser.add_argument("--passes", nargs="*", choices=["fwd", "fwd+bwd"], help="default: both (models: fwd)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="1 warm-up and 5 timed runs")
@@ -165,11 +198,16 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.warmup, args.reps = 1, 5
+    suite = SUITES[args.suite]
+    for option in ("dtypes", "precisions", "passes"):
+        if getattr(args, option) is None:
+            setattr(args, option, suite[option])
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    problems = PROBLEMS if device == "cuda" else CPU_PROBLEMS
+    problems = suite["problems"][0 if device == "cuda" else 1]
     if device == "cpu":
-        print("No CUDA GPU found: running a small CPU comparison instead (tiledmm's CPU kernel is "
+        instead = "a miniature of the model suite" if args.suite == "models" else "a small CPU comparison"
+        print(f"No CUDA GPU found: running {instead} instead (tiledmm's CPU kernel is "
               "plain loops for correctness, not speed).")
     if args.problems:
         problems = [p for p in problems if p.name in args.problems]
@@ -190,9 +228,11 @@ def main():
     result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(),
               "date": datetime.date.today().isoformat(), "cold_l2": bool(flush),
               "timing": "serialized" if args.serialize else "queued", "reps": args.reps, "rows": rows}
+    if args.suite == "models":
+        result.update(suite="models", summary=speedup_summary(rows))
     os.makedirs(args.out, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    path = os.path.join(args.out, f"{slug}-{result['date']}.json")
+    path = os.path.join(args.out, f"{slug}-{result['date']}{'-models' if args.suite == 'models' else ''}.json")
     kept = keep_earlier_run(path, result["commit"])
     if kept:
         print(f"an earlier run of another commit was at {path}: kept as {kept}")
@@ -200,6 +240,8 @@ def main():
         json.dump(result, f, indent=1)
     print(table(rows))
     print(f"\n{name}, torch {torch.__version__}: wrote {path}")
+    if "summary" in result:
+        print("\nspeedup (torch ms / tiledmm ms) per model:\n" + summary_table(result["summary"]))
 
 
 if __name__ == "__main__":

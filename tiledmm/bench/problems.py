@@ -1,5 +1,6 @@
 """The benchmark's problems: the five reference problems of shared/anchors.md and the extra
-layouts worth tracking. Layout letters: n = the operand as stored, t = a transposed view."""
+layouts worth tracking, and the model suite (the products of two models' training steps).
+Layout letters: n = the operand as stored, t = a transposed view."""
 
 from typing import NamedTuple
 
@@ -10,6 +11,8 @@ class Problem(NamedTuple):
     k: int
     n: int
     layout: str  # "nn", "tn", "nt" or "tt"
+    batch: int = 1  # over 1: batch independent products of 3-D operands
+    suite: str = ""  # the model of a model-suite problem, for its summary
 
 
 PROBLEMS = [
@@ -29,3 +32,43 @@ CPU_PROBLEMS = [
     Problem("irregular", 257, 93, 185, "nn"),
     Problem("linear", 256, 256, 256, "nt"),
 ]
+
+# The model suite: per model, the tokens of one training step and its linear layers'
+# (in-features, out-features).
+MODELS = {
+    "gpt2": (8192, {"qkv": (768, 2304), "attn_out": (768, 768), "mlp_fc": (768, 3072),
+                    "mlp_proj": (3072, 768), "lm_head": (768, 50304)}),
+    "llama3": (4096, {"qkv": (4096, 6144), "attn_out": (4096, 4096), "gate_up": (4096, 28672),
+                      "down": (14336, 4096), "lm_head": (4096, 128256)}),
+}
+# GPT-2's attention: (batch = sequences x heads, sequence length, head dimension).
+GPT2_ATTENTION = (96, 512, 64)
+
+
+def linear_products(suite, layer, tokens, d_in, d_out):
+    """The three products of a linear layer's training step, each timed on its own: the forward
+    y = x @ W^T (x (T, d_in), W (d_out, d_in) read transposed), the input gradient dx = dy @ W
+    and the weight gradient dW = dy^T @ x (dy (T, d_out) read transposed)."""
+    return [
+        Problem(f"{suite}.{layer}.fwd", tokens, d_in, d_out, "nt", suite=suite),
+        Problem(f"{suite}.{layer}.dgrad", tokens, d_out, d_in, "nn", suite=suite),
+        Problem(f"{suite}.{layer}.wgrad", d_out, tokens, d_in, "tn", suite=suite),
+    ]
+
+
+def model_problems(divisor=1, tokens=None, attention=GPT2_ATTENTION):
+    """Every model's linear-layer products, then GPT-2's attention scores q @ k^T and output
+    p @ v. divisor, tokens and attention shrink it to the CPU fallback's miniature of the same
+    structure (features divided by divisor, at least 1; tokens in place of each model's)."""
+    problems = []
+    for suite, (model_tokens, layers) in MODELS.items():
+        for layer, (d_in, d_out) in layers.items():
+            problems += linear_products(suite, layer, tokens or model_tokens, max(1, d_in // divisor),
+                                        max(1, d_out // divisor))
+    batch, seq, head = attention
+    return problems + [Problem("gpt2.attn.scores", seq, head, seq, "nt", batch, "gpt2"),
+                       Problem("gpt2.attn.out", seq, seq, head, "nn", batch, "gpt2")]
+
+
+MODEL_PROBLEMS = model_problems()
+CPU_MODEL_PROBLEMS = model_problems(divisor=64, tokens=64, attention=(2, 16, 8))

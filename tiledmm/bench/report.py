@@ -6,10 +6,14 @@
 
 The chart: tiledmm's speed relative to torch.matmul per problem (left), and the TFLOP/s of both
 against the GPU's peak for that dtype (right). Needs matplotlib for the PNG.
+
+A model-suite JSON (--suite models, <device>-<date>-models.json): the table of its summary, per
+model, dtype and precision, and a chart of each product's speedup, one panel per dtype.
 """
 
 import argparse
 import json
+import statistics
 
 # Dense peaks of an H100/H200 SXM (datasheet, TFLOP/s) per series (dtype, and precision for
 # float32), for the chart's reference lines: float32 on CUDA cores ('ieee', and 'highest', which
@@ -47,6 +51,23 @@ def spread_pct(*rows):
     return max(100.0 * (r["ms_q3"] - r["ms_q1"]) / r["ms"] for r in rows)
 
 
+def speedup_summary(rows):
+    """Per model suite, dtype, precision and pass of the tiledmm rows: how many, the geometric mean
+    of their speedups (torch ms / tiledmm ms; the mean that treats a 2x gain and a 2x loss as
+    cancelling) and the worst speedup with its problem, in the rows' order."""
+    groups = {}
+    for r in rows:
+        if r["impl"] == "tiledmm":
+            groups.setdefault((r["suite"], r["dtype"], r["precision"], r["pass"]), []).append(r)
+    summary = []
+    for (suite, dtype, precision, pass_), group in groups.items():
+        worst = min(group, key=lambda r: r["speedup"])
+        summary.append({"suite": suite, "dtype": dtype, "precision": precision, "pass": pass_, "rows": len(group),
+                        "geomean_speedup": round(statistics.geometric_mean(r["speedup"] for r in group), 3),
+                        "worst_speedup": worst["speedup"], "worst_problem": worst["problem"]})
+    return summary
+
+
 def selected_pairs(result, rows=None):
     """(pass, tiledmm row, torch row) of every pair, or of rows' series per pass in rows' order."""
     for pass_ in ("fwd", "fwd+bwd"):
@@ -60,12 +81,7 @@ def selected_pairs(result, rows=None):
 
 def markdown(result, rows=None):
     """The table of every pair, or (rows: README_ROWS) of the README's selection, without the heading line."""
-    lines = [] if rows is not None else [
-        f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
-        f"{', cold L2' if result.get('cold_l2') else ''}"
-        f"{', each run synchronized (host launch latency included)' if result.get('timing') == 'serialized' else ''}:",
-        "",
-    ]
+    lines = [] if rows is not None else [heading(result), ""]
     lines += [
         "| problem | m, k, n | layout | dtype | precision | pass | tiledmm ms | torch ms | speedup | spread | tiledmm TFLOP/s | error tiledmm | error torch |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -77,6 +93,23 @@ def markdown(result, rows=None):
             f"{t['ms']:.3f} | {ref['ms']:.3f} | {t['speedup']:.2f}x | {'' if spread is None else f'{spread:.1f}%'} | "
             f"{t['tflops']:.1f} | {t['rel_err']:.1e} | {ref['rel_err']:.1e} |"
         )
+    return "\n".join(lines)
+
+
+def heading(result):
+    return (f"{result['device']}, torch {result['torch']}, commit {result['commit']}, {result.get('date', '')}"
+            f"{', cold L2' if result.get('cold_l2') else ''}"
+            f"{', each run synchronized (host launch latency included)' if result.get('timing') == 'serialized' else ''}:")
+
+
+def summary_markdown(result, with_heading=True):
+    """The model suite's summary as a table (with_heading: under the run's heading line)."""
+    lines = [heading(result), ""] if with_heading else []
+    lines += ["| model | dtype / precision | pass | products | speedup, geometric mean | worst (problem) |",
+              "|---|---|---|---:|---:|---|"]
+    for s in result["summary"]:
+        lines.append(f"| {s['suite']} | {series(s)} | {s['pass']} | {s['rows']} | {s['geomean_speedup']:.3f}x | "
+                     f"{s['worst_speedup']:.3f}x ({s['worst_problem']}) |")
     return "\n".join(lines)
 
 
@@ -115,18 +148,53 @@ def chart(result, path):
     fig.savefig(path, dpi=110)
 
 
+def models_chart(result, path):
+    """Each forward product's speedup over torch.matmul, one panel per dtype (and float32
+    precision), the bars coloured by model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fwd = [t for t, _ in pairs(result, "fwd")]
+    panels = list(dict.fromkeys(series(t) for t in fwd))
+    problems = list(dict.fromkeys(t["problem"] for t in fwd))
+    suites = list(dict.fromkeys(t["suite"] for t in fwd))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 0.45 * len(problems)), 2.6 * len(panels) + 1.5),
+                             sharex=True, squeeze=False)
+    for axis, panel in zip(axes[:, 0], panels):
+        by_problem = {t["problem"]: t for t in fwd if series(t) == panel}
+        for i, suite in enumerate(suites):
+            present = [(j, by_problem[p]) for j, p in enumerate(problems) if by_problem.get(p, {}).get("suite") == suite]
+            axis.bar([j for j, _ in present], [t["speedup"] for _, t in present], color=f"C{i}", label=suite)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_ylim(0, 1.1 * max(1.0, *(t["speedup"] for t in by_problem.values())))  # the line at 1 in view
+        axis.set_ylabel("speedup")
+        axis.set_title(f"{panel}: torch.matmul ms / tiledmm ms (higher is better)", fontsize=10)
+        axis.legend(fontsize=8)
+    axes[-1, 0].set_xticks(range(len(problems)), problems, rotation=70, ha="right", fontsize=8)
+    fig.suptitle(f"model training products: {result['device']}, torch {result['torch']}, commit {result['commit']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m tiledmm.bench.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
-    parser.add_argument("--readme", action="store_true", help="only the README's rows (README_ROWS), in its order")
+    parser.add_argument("--readme", action="store_true",
+                        help="only the README's rows (README_ROWS), in its order (models: the summary without the heading)")
     parser.add_argument("--png", help="write the chart here")
     args = parser.parse_args()
     with open(args.results) as f:
         result = json.load(f)
-    print(markdown(result, README_ROWS if args.readme else None))
+    models = "summary" in result
+    if models:
+        print(summary_markdown(result, with_heading=not args.readme))
+    else:
+        print(markdown(result, README_ROWS if args.readme else None))
     if args.png:
-        chart(result, args.png)
+        (models_chart if models else chart)(result, args.png)
         print(f"\nwrote {args.png}")
 
 
