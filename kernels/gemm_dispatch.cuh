@@ -20,6 +20,7 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/util/Exception.h>
 
+#include "gemm_core_plan.h"
 #include "gemm_mma.cuh"
 #include "gemm_problem.h"
 #include "gemm_tiled.cuh"
@@ -115,8 +116,9 @@ dim3 launch_grid(const GemmArgs<T, Out>& args, int num_sms) {
 // must opt in, once per device), passing it args and the kernel's further arguments, if any.
 // kClusterRows > 1: clusters of that many blocks along the grid's rows of tiles, rounded up to
 // whole clusters (the caller checks that they fit the grid's 65535).
-template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
-void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
+// Lets kKernel take kSmem bytes of dynamic shared memory on the current device (once per device).
+template <auto kKernel, int kSmem>
+void opt_in_smem() {
   static std::atomic<uint64_t> opted_in{0};
   int device = 0;
   STD_CUDA_CHECK(cudaGetDevice(&device));
@@ -125,6 +127,11 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
     STD_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     opted_in.fetch_or(bit);
   }
+}
+
+template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
+void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
+  opt_in_smem<kKernel, kSmem>();
   const dim3 grid = launch_grid<Tile>(args, num_sms);
   if constexpr (kClusterRows > 1) {
     cudaLaunchConfig_t config{};
@@ -1023,6 +1030,19 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
 template <>
 std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceLimits& device);
 
+// The Hopper GEMM core for 16-bit operands (gemm_core_sm90.cuh, configured by gemm_core_plan.h):
+// its run_family and describe_family are defined with its kernels (gemm_cuda_core_<type>_sm90.cu).
+template <typename T>
+struct CorePath {};
+template <>
+void run_family<CorePath<__half>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);
+template <>
+void run_family<CorePath<__nv_bfloat16>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);
+template <>
+std::string describe_family<CorePath<__half>>(const GemmProblem& p, const DeviceLimits& device);
+template <>
+std::string describe_family<CorePath<__nv_bfloat16>>(const GemmProblem& p, const DeviceLimits& device);
+
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
   if (p.m < Medium::BM || p.n < Medium::BN) return false;
@@ -1077,6 +1097,9 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
     }
   } else if constexpr (std::is_same_v<T, double>) {
     f(MmaFamily<DoubleMath>{}, "float64: IEEE double fused multiply-adds on the FP64 tensor cores");
+  } else if (device.wgmma && core_takes(p)) {
+    f(CorePath<T>{}, "16-bit inputs on Hopper, 16-byte aligned, K > " + std::to_string(kCoreMinK - 1) +
+                         ": the Hopper GEMM core");
   } else if (device.wgmma) {
     f(WgmmaFamily<WgmmaHalfInput<T>>{}, "16-bit inputs on Hopper: warpgroup tensor cores, float32 accumulation");
   } else {

@@ -7,7 +7,7 @@ broadcast (stride-0) operand too. Each result is checked against float64, so a v
 but computes garbage is caught here as well. Arguments, if any, name the paths to run: a dtype
 (e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`,
 `float32:highest`: its scaled float16 splits);
-by default every path runs.
+by default every path runs; `core` runs the Hopper GEMM core's cases alone.
 """
 
 import itertools
@@ -35,7 +35,7 @@ def matrix(batch, rows, cols, transposed, dtype):
 MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or p[1] in (1, 2)]
 
 
-def cases():
+def cases(only_core=False):
     """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run; tile
     None: the dispatcher's plan (tiledmm.mm)."""
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
@@ -56,7 +56,14 @@ def cases():
     # (recomputed exactly).
     scaled_split = itertools.product([False], [None], [1], [(torch.float32, 3, 1e-5)], [False, True], [False, True],
                                      [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
-    return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split)
+    # The Hopper GEMM core (tiles 4-8, 16-bit operands with 16-byte aligned lines; 7 and 8 in clusters
+    # of two): ragged edges on every side, K over several stages and in slices, a batch and a
+    # persistent walk of more work items than SMs (140 matrices).
+    core = itertools.product([False], range(4, 9), [1, 3], PATHS[4:], [False, True], [False, True],
+                             [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24)])
+    if only_core:
+        return core
+    return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split, core)
 
 
 def selected(path_names, dtype, precision):
@@ -69,7 +76,9 @@ def selected(path_names, dtype, precision):
 def main(path_names):
     torch.manual_seed(0)
     runs = failures = unfit = 0
-    for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases():
+    only_core = "core" in path_names
+    path_names = [p for p in path_names if p != "core"]
+    for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases(only_core):
         if not selected(path_names, dtype, precision):
             continue
         os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"

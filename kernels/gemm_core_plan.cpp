@@ -1,0 +1,87 @@
+// The Hopper GEMM core's rule (gemm_core_plan.h): host code, in a file of its own so that tuning it
+// rebuilds nothing else.
+#include "gemm_core_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tiledmm {
+
+namespace {
+// Each tile's rate relative to 128 x 256 where both fill the GPU alike (H100, scripts/core_sweep.py,
+// bench/NOTES.md item 151): 128 x 128 at 0.70-0.95 of it, 128 x 64 at 0.45-0.58; clusters of two
+// 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both blocks). The narrower tiles
+// read more operand bytes from shared memory and the L2 per product and issue smaller wgmmas;
+// m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.85, 0.5, 1.03, 0.88};
+}  // namespace
+
+bool core_takes(const GemmProblem& p) {
+  auto aligned = [](const MatrixOperand& x) {
+    return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * 2 % 16 == 0 && x.batch_stride * 2 % 16 == 0;
+  };
+  const bool forced = p.tile_override >= 0;
+  if (forced && p.tile_override < kCoreTileBase) return false;
+  const int64_t m_tiles = (p.m + kCoreBM - 1) / kCoreBM, n_tiles = (p.n + 63) / 64;
+  return aligned(p.a) && aligned(p.b) && p.k > 0 && (forced || p.k >= kCoreMinK) && p.m < INT32_MAX && p.n < INT32_MAX &&
+         p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles * p.batch * 64 < INT32_MAX;
+}
+
+CorePlan plan_core(const GemmProblem& p, int num_sms) {
+  constexpr double kSmRate = 6.5e12;   // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU)
+  constexpr double kMeet = 12e-6;      // seconds a stream-K item adds: its part out, fences, the last one's reads
+  constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
+  constexpr double kMaxSlowdown = 3.0;
+  const int64_t k_tiles = std::max<int64_t>(1, (p.k + kCoreBK - 1) / kCoreBK);
+  CorePlan best{};
+  double best_time = 0;
+  // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters.
+  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, double time) {
+    const int64_t sk_units = (tiles - dp_tiles) * k_tiles;
+    const int64_t share = sk_units / std::max<int64_t>(1, clusters);
+    const int max_parts = sk_units == 0 ? 1 : static_cast<int>(std::min<int64_t>(k_tiles, (k_tiles + share - 1) / share + 1));
+    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM * kCoreBN[tile] * 4 * max_parts;
+    if (sk_units > 0 && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
+    if (best.clusters == 0 || time < best_time) {
+      best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), max_parts, 1, true, ""};
+      best_time = time;
+    }
+  };
+  const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
+  const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
+  for (int tile = first; tile < last; ++tile) {
+    const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
+    const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
+    const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
+    const double unit = 2.0 * kCoreBM * bn * kCoreBK / (kSmRate * kCoreTileRate[tile]);  // one K tile of a block
+    // Every cluster has a unit of K at least, so that the clusters covering a tile are consecutive.
+    if (p.splits_override >= 2) {
+      consider(tile, tiles, 0, std::min({gpu, tiles * p.splits_override, tiles * k_tiles}), 0.0);
+      continue;
+    }
+    consider(tile, tiles, tiles, std::min(gpu, tiles), static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
+    // Stream-K where whole tiles would leave SMs idle, over clusters enough to cut a tile's K into at
+    // most about kMaxParts ranges (its last range reads them all); about two items a cluster meet others.
+    if (p.splits_override == 1 || tiles >= gpu) continue;
+    const int64_t sk_units = tiles * k_tiles, clusters = std::min({gpu, sk_units, tiles * kMaxParts});
+    consider(tile, tiles, 0, clusters, static_cast<double>((sk_units + clusters - 1) / clusters) * unit + 2 * kMeet);
+  }
+  // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
+  // 16-bit wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
+  const double ideal = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * kSmRate);
+  best.fits = p.tile_override >= kCoreTileBase || best_time <= kMaxSlowdown * ideal;
+  const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
+  const int64_t m_tiles = (p.m + rows - 1) / rows;
+  // A group as tall in rows as the running clusters' columns are wide: the square footprint needs
+  // the fewest operand lines in the L2 for the tiles in flight (in work items of `rows` rows).
+  const double side = std::sqrt(static_cast<double>(best.clusters) * bn / rows);
+  best.group_rows = static_cast<int>(std::clamp<int64_t>(std::llround(side), 1, m_tiles));
+  best.why = p.tile_override >= kCoreTileBase || p.splits_override >= 1
+                 ? "forced by the caller"
+                 : "the fastest of the core's tiles and clusters by its estimate (waves of whole tiles over " +
+                       std::to_string(num_sms) + " SMs at each tile's measured rate; stream-K where whole tiles "
+                       "would leave SMs idle)";
+  return best;
+}
+
+}  // namespace tiledmm

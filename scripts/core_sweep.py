@@ -1,0 +1,80 @@
+"""Times the Hopper GEMM core's tiles against torch.matmul on one GPU, to fit the rule's tile rates
+(gemm_core_plan.cpp): for each shape, torch, the dispatcher's choice, each core tile forced (4-6:
+128 x 256, 128 x 128, 128 x 64; 7-8: 128 x 256, 128 x 128 in clusters of two; the K split still the
+rule's) and the 16-bit wgmma family's large tile (0, "old"), bfloat16, CUDA events, median of --reps
+after warm-up, L2 flushed.
+
+    python scripts/core_sweep.py [--reps 20] [--shapes M,K,N,layout ...]
+"""
+
+import argparse
+import statistics
+
+import torch
+
+import tiledmm
+
+# Linear layers' products of GPT-2 small (8192 tokens) and Llama-3-8B (4096 tokens), and shapes of
+# neither (to check the rule, not the list).
+SHAPES = [
+    (8192, 768, 2304, "nt"), (8192, 2304, 768, "nn"), (2304, 8192, 768, "tn"),
+    (8192, 768, 3072, "nt"), (768, 8192, 3072, "tn"), (3072, 8192, 768, "tn"),
+    (8192, 768, 50304, "nt"), (8192, 50304, 768, "nn"), (50304, 8192, 768, "tn"),
+    (4096, 4096, 28672, "nt"), (4096, 14336, 4096, "nt"), (4096, 4096, 6144, "nt"),
+    (4096, 28672, 4096, "nn"), (14336, 4096, 4096, "tn"), (4096, 4096, 128256, "nt"),
+    (4096, 4096, 4096, "nn"), (8192, 8192, 8192, "nn"), (2048, 8192, 4096, "tn"),
+    (3000, 1000, 5000, "nt"), (512, 12288, 1536, "tn"), (1024, 2048, 1024, "nn"), (256, 65536, 256, "nn"),
+]
+
+
+def operand(rows, cols, transposed):
+    if transposed:
+        return torch.randn(cols, rows, dtype=torch.bfloat16, device="cuda").T
+    return torch.randn(rows, cols, dtype=torch.bfloat16, device="cuda")
+
+
+def time_ms(fn, reps, flush):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--shapes", nargs="*", help="M,K,N,layout")
+    args = parser.parse_args()
+    shapes = [(*map(int, s.split(",")[:3]), s.split(",")[3]) for s in args.shapes] if args.shapes else SHAPES
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    ops = torch.ops.tiledmm
+    print(f"{torch.cuda.get_device_name()}: ratios torch ms / tiledmm ms (bfloat16, L2 flushed)")
+    print(f"{'m':>6} {'k':>6} {'n':>6} lay {'torch':>7} {'TF/s':>5} {'auto':>6} {'t4':>6} {'t5':>6} {'t6':>6} {'t7':>6} "
+          f"{'t8':>6} {'old':>6}  chosen")
+    for m, k, n, layout in shapes:
+        a, b = operand(m, k, layout[0] == "t"), operand(k, n, layout[1] == "t")
+        ref = time_ms(lambda: torch.matmul(a, b), args.reps, flush)
+        cells = [ref / time_ms(lambda: tiledmm.matmul(a, b), args.reps, flush)]
+        for tile in (4, 5, 6, 7, 8, 0):
+            a3, b3 = a[None], b[None]
+            cells.append(ref / time_ms(lambda: ops._bmm_with_config(a3, b3, tile, 0, 0), args.reps, flush))
+        text = tiledmm.explain(a, b)
+        chosen = next((line.split(":")[0] for line in text.splitlines() if line.startswith("tile ")), "?")
+        split = next((line.split(",")[0] for line in text.splitlines() if line.startswith("split K")), "")
+        tflops = 2.0 * m * k * n / ref / 1e9
+        print(f"{m:6d} {k:6d} {n:6d} {layout:3s} {ref:7.3f} {tflops:5.0f} " + " ".join(f"{c:6.3f}" for c in cells)
+              + f"  {chosen} {split}", flush=True)
+        del a, b
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

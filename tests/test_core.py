@@ -1,0 +1,123 @@
+"""The Hopper GEMM core (16-bit operands, gemm_core_sm90.cuh): every tile (with and without
+clusters), layout and cut of K into stream-K ranges (the operator's `splits`) at shapes whose edges
+fall inside a tile, batches (broadcast ones too), persistent walks of more work items than SMs, and
+the dispatcher's rule for which problems it takes and how."""
+
+import pytest
+import torch
+
+import tiledmm
+from _util import HOPPER_ONLY, LAYOUTS, check_against_reference, operands, poisoned, requires_gpu
+
+pytestmark = [requires_gpu, HOPPER_ONLY]
+ops = torch.ops.tiledmm
+
+CORE = "Hopper GEMM core"
+CORE_TILES = [4, 5, 6, 7, 8]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two
+HALF_DTYPES = [torch.float16, torch.bfloat16]
+# Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
+# row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.
+SHAPES = [(8, 72, 8), (40, 264, 72), (136, 1032, 264), (264, 520, 392), (128, 4104, 256)]
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("splits", [1, 3, 7])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_every_core_variant(m, k, n, splits, tile, layout, dtype):
+    a, b = operands(m, k, n, layout, dtype, "cuda", batch=(3,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("tile", CORE_TILES)
+def test_broadcast_batch_and_more_items_than_sms(tile, dtype):
+    """A stride-0 operand read by every matrix of the batch, and a persistent walk through several
+    work items a block (300 matrices)."""
+    a = torch.randn(300, 24, 136, dtype=dtype, device="cuda")
+    b = torch.randn(1, 136, 40, dtype=dtype, device="cuda").expand(300, 136, 40)
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, 1, 0), (300, 24, 40), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dispatcher_sends_aligned_16bit_products_to_the_core(layout):
+    a, b = operands(520, 1032, 264, layout, torch.bfloat16, "cuda")
+    assert CORE in tiledmm.explain(a, b)
+    out, reused = poisoned(lambda: tiledmm.matmul(a, b), (520, 264), torch.bfloat16, "cuda")
+    assert reused
+    check_against_reference(out, a, b)
+
+
+def test_other_problems_keep_their_paths():
+    """Short K keeps the persistent short-K tile; unaligned lines the residue-class and window paths."""
+    a, b = operands(4096, 64, 4096, "nn", torch.bfloat16, "cuda")
+    assert CORE not in tiledmm.explain(a, b)
+    a, b = operands(1000, 1001, 1003, "nn", torch.bfloat16, "cuda")
+    assert CORE not in tiledmm.explain(a, b)
+    out = tiledmm.matmul(a, b)
+    check_against_reference(out, a, b)
+
+
+def test_wide_output_walks_groups_of_rows():
+    """The L2 rule: a wide output (4096 x 28672) runs in groups of row tiles, not row by row."""
+    a, b = operands(4096, 4096, 28672, "nt", torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert CORE in text and "in groups of" in text
+    groups = int(text.split("in groups of ")[1].split()[0])
+    assert 4 <= groups <= 32
+
+
+@pytest.mark.parametrize("tile", CORE_TILES)
+def test_stream_k_sums_in_range_order(tile):
+    """K cut into ranges (about five a tile, forced): the last range of a tile to finish adds the
+    others' parts in range order, so the same inputs give the same bits whichever range finishes
+    last, launch after launch (the arrival counters start again from zero)."""
+    a, b = operands(264, 4104, 392, "tn", torch.bfloat16, "cuda", batch=(2,))
+    first = ops._bmm_with_config(a, b, tile, 5, 0)
+    check_against_reference(first, a, b)
+    for _ in range(3):
+        assert torch.equal(ops._bmm_with_config(a, b, tile, 5, 0), first)
+
+
+def test_small_output_long_k_shares_k_by_stream_k():
+    """An output of fewer tiles than SMs over a long K (a weight gradient, 768 x 8192 x 3072): every
+    cluster takes an even share of the K tiles, and the parts' float32 sum is as accurate as torch."""
+    a, b = operands(768, 8192, 3072, "tn", torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert CORE in text and "stream-K:" in text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (768, 3072), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
+
+
+def test_outputs_that_fill_the_gpu_run_whole_tiles():
+    """More tiles than SMs (4096 x 4096 x 6144): whole tiles, no stream-K."""
+    a, b = operands(4096, 4096, 6144, "nt", torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert CORE in text and "stream-K:" not in text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (4096, 6144), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
+
+
+def test_a_tile_or_two_over_a_very_long_k_keeps_the_k_slices():
+    """256 x 65536 x 256: the core's best plan would leave most SMs idle, so the wgmma family's K
+    slices, summed across the GPU, run it."""
+    a, b = operands(256, 65536, 256, "nn", torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert "not the Hopper GEMM core" in text and "split K" in text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (256, 256), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+def test_model_layer_products(dtype):
+    """The three training products of a linear layer at a model's size (4096 tokens, 2048 -> 5632)."""
+    x = torch.randn(4096, 2048, dtype=dtype, device="cuda")
+    w = torch.randn(5632, 2048, dtype=dtype, device="cuda")
+    dy = torch.randn(4096, 5632, dtype=dtype, device="cuda")
+    for a, b in ((x, w.T), (dy, w), (dy.T, x)):
+        assert CORE in tiledmm.explain(a, b)
+        out, _ = poisoned(lambda: tiledmm.matmul(a, b), (a.shape[0], b.shape[1]), dtype, "cuda")
+        check_against_reference(out, a, b)
