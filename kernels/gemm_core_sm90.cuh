@@ -139,11 +139,12 @@ struct CoreParts {
 // Leaves this math warpgroup's part of stream-K item `item` in the workspace; returns whether it
 // was the tile's last range to finish, in which case acc now holds the sum of every range's part,
 // added in range order (the result does not depend on which range finished last). Parts are read
-// through the L2 (__ldcg: other SMs wrote them), eight chunks' loads in flight at once.
+// through the L2 (__ldcg: other SMs wrote them), many chunks' loads in flight at once: the reads
+// wait on the L2's latency (eight chunks a round, one part after another, before: item 151).
 template <int BN, int kMathGroups, int kCluster, typename T>
 __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
                                              int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
-  constexpr int kChunks = BN / 8, kBatch = kChunks < 8 ? kChunks : 8;
+  constexpr int kChunks = BN / 8, kBatch = kChunks < 16 ? kChunks : 16;
   const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kMathGroups + group;
   float4* const parts = reinterpret_cast<float4*>(ws.parts) + slot * ws.max_parts * kChunks * 128 + tid_in_group;
   float4* const own = parts + static_cast<int64_t>(item.part) * kChunks * 128;
@@ -160,23 +161,24 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
   if (!last) return false;
   __threadfence();  // the other ranges' parts, counted before this arrival, are visible
   if (tid_in_group == 0) ws.arrivals[slot] = 0;  // for the next launch
-  // Every part from the L2, its own too: the accumulators are dead until each batch's sums land.
+  // Every part from the L2, its own too (the accumulators are free once written out): part 0's
+  // chunks all in flight at once, then each further part's in two rounds.
 #pragma unroll
-  for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
-    float4 sum[kBatch];
+  for (int c = 0; c < kChunks; ++c) {
+    const float4 v = __ldcg(parts + c * 128);
+    acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
+  }
+  for (int p = 1; p < item.parts; ++p) {
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) sum[j] = __ldcg(parts + (c0 + j) * 128);
-    for (int p = 1; p < item.parts; ++p) {
+    for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
       float4 v[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(parts + (static_cast<int64_t>(p) * kChunks + c0 + j) * 128);
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) sum[j].x += v[j].x, sum[j].y += v[j].y, sum[j].z += v[j].z, sum[j].w += v[j].w;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int c = c0 + j;
-      acc[4 * c] = sum[j].x, acc[4 * c + 1] = sum[j].y, acc[4 * c + 2] = sum[j].z, acc[4 * c + 3] = sum[j].w;
+      for (int j = 0; j < kBatch; ++j) {
+        const int c = c0 + j;
+        acc[4 * c] += v[j].x, acc[4 * c + 1] += v[j].y, acc[4 * c + 2] += v[j].z, acc[4 * c + 3] += v[j].w;
+      }
     }
   }
   return true;
