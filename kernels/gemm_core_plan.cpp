@@ -29,7 +29,12 @@ bool core_takes(const GemmProblem& p) {
 
 CorePlan plan_core(const GemmProblem& p, int num_sms) {
   constexpr double kSmRate = 6.5e12;   // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU)
-  constexpr double kMeet = 12e-6;      // seconds a stream-K item adds: its part out, fences, the last one's reads
+  // Seconds a stream-K item adds per range of its tile, by tile (its part written and fenced,
+  // counted, the last range's reads), fitted to H100 runs (bench/NOTES.md item 151): 768 x 8192 x 768
+  // took 33 us on 128 x 64 tiles (3 ranges a tile) and 37 on 128 x 128 (5), 768 x 8192 x 3072 80 us
+  // on 128 x 256 in clusters of two (3), 512 x 12288 x 1536 47 us on 128 x 64 (3) and 71 on 128 x
+  // 128 (4).
+  constexpr double kMeetPerRange[kCoreTiles] = {4e-6, 5e-6, 1.7e-6, 4e-6, 5e-6};
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
   constexpr double kMaxSlowdown = 3.0;
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + kCoreBK - 1) / kCoreBK);
@@ -61,10 +66,12 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     }
     consider(tile, tiles, tiles, std::min(gpu, tiles), static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
     // Stream-K where whole tiles would leave SMs idle, over clusters enough to cut a tile's K into at
-    // most about kMaxParts ranges (its last range reads them all); about two items a cluster meet others.
+    // most about kMaxParts ranges (its last range reads them all); about two items a cluster meet others,
+    // each at a cost that grows with its tile's ranges.
     if (p.splits_override == 1 || tiles >= gpu) continue;
     const int64_t sk_units = tiles * k_tiles, clusters = std::min({gpu, sk_units, tiles * kMaxParts});
-    consider(tile, tiles, 0, clusters, static_cast<double>((sk_units + clusters - 1) / clusters) * unit + 2 * kMeet);
+    const int64_t share = (sk_units + clusters - 1) / clusters, ranges = (k_tiles + share - 1) / share + 1;
+    consider(tile, tiles, 0, clusters, static_cast<double>(share) * unit + 2.0 * ranges * kMeetPerRange[tile]);
   }
   // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
   // 16-bit wgmma family's K slices, summed by a kernel of their own across the GPU, do better.

@@ -139,8 +139,8 @@ struct CoreParts {
 // Leaves this math warpgroup's part of stream-K item `item` in the workspace; returns whether it
 // was the tile's last range to finish, in which case acc now holds the sum of every range's part,
 // added in range order (the result does not depend on which range finished last). Parts are read
-// through the L2 (__ldcg: other SMs wrote them), many chunks' loads in flight at once: the reads
-// wait on the L2's latency (eight chunks a round, one part after another, before: item 151).
+// through the L2 (__ldcg: other SMs wrote them), part 0's chunks all in flight at once, then each
+// further part's in rounds of 16.
 template <int BN, int kMathGroups, int kCluster, typename T>
 __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
                                              int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
