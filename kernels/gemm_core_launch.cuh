@@ -1,7 +1,9 @@
 // Runs the Hopper GEMM core (gemm_core_sm90.cuh) as gemm_core_plan.h configures it: the operands'
-// and the output's tensor maps, the persistent grid, and for a split K the slices' workspace. Each 16-bit type's instantiation has a file of its own (gemm_cuda_core_<type>_sm90.cu).
+// and the output's tensor maps, the persistent (cluster) grid, and stream-K's workspace. Each 16-bit type's instantiation has a file of its own (gemm_cuda_core_<type>_sm90.cu).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <sstream>
 #include <string>
 
@@ -51,26 +53,39 @@ struct CoreLaunch {
     cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    static const int fit = [&] {
+    // Clusters that fit the GPU at once, asked once per device (fewer clusters only make each
+    // stream-K share longer: the walk divides by the grid it gets).
+    static std::atomic<int> fit[64] = {};
+    int device = 0;
+    STD_CUDA_CHECK(cudaGetDevice(&device));
+    if (fit[device % 64].load() == 0) {
       int clusters = 0;
       config.gridDim = dim3(blocks);
       STD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config));
-      return clusters;
-    }();
-    blocks = std::min(blocks, std::max(fit, 1) * Tile::kCluster);
+      fit[device % 64].store(std::max(clusters, 1));
+    }
+    blocks = std::min(blocks, fit[device % 64].load() * Tile::kCluster);
     config.gridDim = dim3(blocks);
     STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args...));
   }
 
+  // A forced core tile (kCoreTileBase + index) must name one of the core's.
+  static void check_forced_tile(const GemmProblem& p) {
+    STD_TORCH_CHECK(p.tile_override < kCoreTileBase + kCoreTiles, "tiledmm: tile index ", p.tile_override,
+                    " out of range: the Hopper GEMM core's tiles are ", kCoreTileBase, " ... ",
+                    kCoreTileBase + kCoreTiles - 1);
+  }
 
   static void run(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device) {
+    check_forced_tile(p);
     const CorePlan plan = plan_core(p, device.num_sms);
     if (!plan.fits) return run_family<WgmmaFamily<WgmmaHalfInput<T>>>(p, stream, device);
     const OperandMaps operand_maps = maps(p, plan.tile);
     // core_takes checked what the maps need; a driver without the encoder leaves them invalid.
     if (!operand_maps.a.valid || !operand_maps.b.valid) {
-      STD_TORCH_CHECK(p.tile_override < 0, "tiledmm: the core's tiles need tensor maps, which this driver or "
-                                           "these operands do not allow");
+      STD_TORCH_CHECK(p.tile_override < 0, "tiledmm: tile ", p.tile_override,
+                      " (the Hopper GEMM core's) reads its operands by tensor maps, which need 16-byte aligned "
+                      "starts, leading dimensions and batch strides and a driver that encodes them");
       return run_family<WgmmaFamily<WgmmaHalfInput<T>>>(p, stream, device);
     }
     T* const out = static_cast<T*>(p.c);
@@ -97,7 +112,7 @@ struct CoreLaunch {
       using Tile = CoreTile<kCoreBN[kIndex], kCoreCluster[kIndex]>;
       constexpr int kRows = Tile::BM * Tile::kCluster;
       const CoreWalk walk{static_cast<int>((p.m + kRows - 1) / kRows), static_cast<int>((p.n + Tile::BN - 1) / Tile::BN),
-                          plan.group_rows, static_cast<int>(k_tiles), plan.tiles, plan.dp_tiles,
+                          plan.group_rows, static_cast<int>(k_tiles), plan.dp_tiles,
                           (plan.tiles - plan.dp_tiles) * k_tiles};
       with_bool(p.a.row_major, [&](auto a_k_major) {
         with_bool(!p.b.row_major, [&](auto b_k_major) {
@@ -110,6 +125,7 @@ struct CoreLaunch {
   }
 
   static std::string describe(const GemmProblem& p, const DeviceLimits& device) {
+    check_forced_tile(p);
     const CorePlan plan = plan_core(p, device.num_sms);
     if (!plan.fits)
       return describe_family<WgmmaFamily<WgmmaHalfInput<T>>>(p, device) +

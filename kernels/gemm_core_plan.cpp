@@ -20,11 +20,12 @@ bool core_takes(const GemmProblem& p) {
   auto aligned = [](const MatrixOperand& x) {
     return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * 2 % 16 == 0 && x.batch_stride * 2 % 16 == 0;
   };
-  const bool forced = p.tile_override >= 0;
-  if (forced && p.tile_override < kCoreTileBase) return false;
+  // The walk numbers one matrix's tiles in 32 bits; K tiles too.
   const int64_t m_tiles = (p.m + kCoreBM - 1) / kCoreBM, n_tiles = (p.n + 63) / 64;
-  return aligned(p.a) && aligned(p.b) && p.k > 0 && (forced || p.k >= kCoreMinK) && p.m < INT32_MAX && p.n < INT32_MAX &&
-         p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles * p.batch * 64 < INT32_MAX;
+  const bool fits = p.k > 0 && p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles < INT32_MAX;
+  // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
+  if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
+  return aligned(p.a) && aligned(p.b) && p.k >= kCoreMinK && fits;
 }
 
 CorePlan plan_core(const GemmProblem& p, int num_sms) {
@@ -60,7 +61,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
     const double unit = 2.0 * kCoreBM * bn * kCoreBK / (kSmRate * kCoreTileRate[tile]);  // one K tile of a block
     // Every cluster has a unit of K at least, so that the clusters covering a tile are consecutive.
-    if (p.splits_override >= 2) {
+    if (p.splits_override >= 2) {  // forced: no estimate, the first tile tried (or the forced one) runs
       consider(tile, tiles, 0, std::min({gpu, tiles * p.splits_override, tiles * k_tiles}), 0.0);
       continue;
     }

@@ -24,8 +24,8 @@ constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2};
 constexpr int64_t kCoreMinK = 257;
 
 // The core takes 16-bit operands whose tensor maps fit (16-byte aligned starts, leading dimensions
-// and batch strides; coordinates within 32 bits) and K past the short-K tile's range, or a forced
-// core tile.
+// and batch strides; coordinates within 32 bits) and K past the short-K tile's range, and any
+// forced core tile (whose launch says what the operands lack).
 bool core_takes(const GemmProblem& p);
 
 struct CorePlan {

@@ -88,7 +88,6 @@ struct CoreWalk {
   int m_tiles, n_tiles;  // one output matrix's tiles (of the cluster's rows)
   int group_rows;        // row tiles per group
   int k_tiles;           // K tiles of a whole tile
-  int64_t tiles;         // every matrix's tiles
   int64_t dp_tiles;      // tiles computed whole, one a work item
   int64_t sk_units;      // K tiles of the other tiles: (tiles - dp_tiles) * k_tiles
 
@@ -104,7 +103,9 @@ struct CoreWalk {
     return WorkItem<T>{z, static_cast<int64_t>(mt) * BM, static_cast<int64_t>(nt) * BN, k_begin, k_end - k_begin,
                        ke - kb, args.a + z * args.batch_stride_a, args.b + z * args.batch_stride_b};
   }
-  // The cluster that takes unit x of the second phase.
+  // The cluster that takes unit x of the second phase. Every cluster has a unit at least (the plan
+  // runs no more clusters than units), so the clusters that cover a tile are consecutive and each
+  // writes a part.
   __device__ __forceinline__ int64_t owner(int64_t x, int clusters) const {
     return ((x + 1) * clusters - 1) / sk_units;
   }
@@ -128,8 +129,8 @@ struct CoreWalk {
 // Where the ranges of a stream-K tile meet: each math warpgroup's part of its block's tile is BN / 8
 // chunks of four floats (its registers 4 j ... 4 j + 3) by the group's 128 threads, so that a warp's
 // stores and loads of a chunk are 512 consecutive bytes; max_parts of them a tile, in range order.
-// arrivals: the K tiles done, a counter per tile, block of the cluster and math warpgroup, zero
-// before the launch, reset to zero by the last range to finish.
+// arrivals: the K tiles done, a counter per tile, block of the cluster and math warpgroup, zeroed
+// before each launch.
 struct CoreParts {
   float* parts;
   unsigned* arrivals;
@@ -160,9 +161,7 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
   last = sync::warps_or<128>(last, 1 + group);
   if (!last) return false;
   __threadfence();  // the other ranges' parts, counted before this arrival, are visible
-  if (tid_in_group == 0) ws.arrivals[slot] = 0;  // for the next launch
-  // Every part from the L2, its own too (the accumulators are free once written out): part 0's
-  // chunks all in flight at once, then each further part's in two rounds.
+  // Every part from the L2, its own too (the accumulators are free once written out).
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const float4 v = __ldcg(parts + c * 128);
@@ -196,7 +195,6 @@ struct OutputPass {
   static constexpr int kCols = 16 * 1024 / (64 * static_cast<int>(sizeof(Out)));
   static constexpr int kPasses = BN > kCols ? BN / kCols : 1;
   static constexpr int kWidth = BN < kCols ? BN : kCols;
-  static constexpr int kBoxCols = 128 / static_cast<int>(sizeof(Out));  // a box: one 128-byte chunk by 64 rows
 };
 
 template <int BN, typename Out>
@@ -222,14 +220,7 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
       }
       ptx::fence_shared_for_async_proxy();
       sync::warps<128>(1 + group);  // the pass is staged
-      if (issuer) {
-#pragma unroll
-        for (int box = 0; box < Pass::kWidth / Pass::kBoxCols; ++box)
-          ptx::bulk_tensor_store<false>(&map.map, staged + box * 64 * Pass::kBoxCols,
-                                        static_cast<int>(col0 + pass * Pass::kWidth + box * Pass::kBoxCols),
-                                        static_cast<int>(row0), static_cast<int>(z), 0);
-        ptx::bulk_commit();
-      }
+      if (issuer) send_bulk_tile<64, Pass::kWidth, false>(&map.map, staged, col0 + pass * Pass::kWidth, row0, z);
     }
     return;
   }

@@ -112,11 +112,8 @@ dim3 launch_grid(const GemmArgs<T, Out>& args, int num_sms) {
               static_cast<unsigned>(std::min<int64_t>(matrices, 65535)));
 }
 
-// Launches the kernel of a tile with kSmem bytes of dynamic shared memory (above 48 KiB a kernel
-// must opt in, once per device), passing it args and the kernel's further arguments, if any.
-// kClusterRows > 1: clusters of that many blocks along the grid's rows of tiles, rounded up to
-// whole clusters (the caller checks that they fit the grid's 65535).
-// Lets kKernel take kSmem bytes of dynamic shared memory on the current device (once per device).
+// Lets kKernel take kSmem bytes of dynamic shared memory on the current device (above 48 KiB a
+// kernel must opt in, once per device).
 template <auto kKernel, int kSmem>
 void opt_in_smem() {
   static std::atomic<uint64_t> opted_in{0};
@@ -129,6 +126,10 @@ void opt_in_smem() {
   }
 }
 
+// Launches the kernel of a tile with kSmem bytes of dynamic shared memory, passing it args and the
+// kernel's further arguments, if any. kClusterRows > 1: clusters of that many blocks along the
+// grid's rows of tiles, rounded up to whole clusters (the caller checks that they fit the grid's
+// 65535).
 template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
 void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
   opt_in_smem<kKernel, kSmem>();

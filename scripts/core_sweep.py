@@ -68,7 +68,8 @@ def main():
             cells.append(ref / time_ms(lambda: ops._bmm_with_config(a3, b3, tile, 0, 0), args.reps, flush))
         text = tiledmm.explain(a, b)
         chosen = next((line.split(":")[0] for line in text.splitlines() if line.startswith("tile ")), "?")
-        split = next((line.split(",")[0] for line in text.splitlines() if line.startswith("split K")), "")
+        split = next((line.split("(")[0] for line in text.splitlines()
+                      if line.startswith(("stream-K", "split K"))), "")
         tflops = 2.0 * m * k * n / ref / 1e9
         print(f"{m:6d} {k:6d} {n:6d} {layout:3s} {ref:7.3f} {tflops:5.0f} " + " ".join(f"{c:6.3f}" for c in cells)
               + f"  {chosen} {split}", flush=True)

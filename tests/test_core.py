@@ -72,9 +72,9 @@ def test_wide_output_walks_groups_of_rows():
 
 @pytest.mark.parametrize("tile", CORE_TILES)
 def test_stream_k_sums_in_range_order(tile):
-    """K cut into ranges (about five a tile, forced): the last range of a tile to finish adds the
-    others' parts in range order, so the same inputs give the same bits whichever range finishes
-    last, launch after launch (the arrival counters start again from zero)."""
+    """K cut into ranges (about five a tile, forced): the last range of a tile to finish adds every
+    part in range order, so the same inputs give the same bits launch after launch, whichever
+    range happens to finish last (the arrival counters start from zero each launch)."""
     a, b = operands(264, 4104, 392, "tn", torch.bfloat16, "cuda", batch=(2,))
     first = ops._bmm_with_config(a, b, tile, 5, 0)
     check_against_reference(first, a, b)
@@ -121,3 +121,14 @@ def test_model_layer_products(dtype):
         assert CORE in tiledmm.explain(a, b)
         out, _ = poisoned(lambda: tiledmm.matmul(a, b), (a.shape[0], b.shape[1]), dtype, "cuda")
         check_against_reference(out, a, b)
+
+
+def test_forced_core_tiles_say_what_is_wrong():
+    """A core tile index past the core's, and a core tile forced on operands its tensor maps cannot
+    read (rows of 33 bf16 elements: 66 bytes apart), are refused with errors that say so."""
+    a, b = operands(40, 264, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
+    with pytest.raises(RuntimeError, match="out of range: the Hopper GEMM core's tiles are 4 ... 8"):
+        ops._bmm_with_config(a, b, 9, 1, 0)
+    a, b = operands(40, 33, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        ops._bmm_with_config(a, b, 4, 1, 0)
