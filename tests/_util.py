@@ -20,7 +20,7 @@ UNIT_ROUNDOFF = {
     torch.bfloat16: 2.0**-8,
 }
 
-NO_GPU = "no CUDA GPU on this machine: GPU tests run on the device machine (scripts/gpu_check.sh)"
+NO_GPU = "no CUDA GPU on this machine: the GPU tests need a machine with a CUDA GPU (scripts/gpu_check.sh runs them there)"
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
 # Hopper's wgmma paths (with requires_gpu first, so that a machine without a GPU says so).
 HOPPER_ONLY = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
