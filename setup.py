@@ -1,8 +1,9 @@
 """Builds tiledmm's CUDA extension ahead of time against the LibTorch stable ABI.
 
 The result, tiledmm/_C.abi3.so, targets the stable ABI of torch 2.10 (TORCH_TARGET_VERSION) and
-the limited Python API of CPython 3.9, so one cp39-abi3 wheel serves every Python >= 3.9 and
-torch >= 2.10. Building needs nvcc, never a GPU.
+the limited Python API of CPython 3.10 (torch's BuildExtension defines Py_LIMITED_API=0x030A0000,
+and no torch >= 2.10 installs on an older Python), so one cp310-abi3 wheel serves every Python >= 3.10
+and torch >= 2.10. Building needs nvcc, never a GPU.
 """
 
 import glob
@@ -57,8 +58,8 @@ GENCODE, WITH_SM90A = gpu_targets()
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E402
 
 # The LibTorch stable ABI of torch 2.10 ([major][minor][patch][abi tag]). BuildExtension adds
-# Py_LIMITED_API itself for py_limited_api extensions; the module uses only the 3.9 subset of it
-# (PyModule_Create), hence the cp39-abi3 tag.
+# Py_LIMITED_API=0x030A0000 itself for py_limited_api extensions (the module uses only
+# PyModule_Create of it), hence the cp310-abi3 tag.
 STABLE_ABI = ["-DTORCH_TARGET_VERSION=0x020a000000000000"]
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -81,5 +82,5 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

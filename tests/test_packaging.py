@@ -18,12 +18,12 @@ def test_extension_is_abi3():
     assert tiledmm._C.__file__.endswith(".abi3.so"), tiledmm._C.__file__
 
 
-def test_installed_wheel_is_cp39_abi3():
+def test_installed_wheel_is_cp310_abi3():
     wheel = importlib.metadata.distribution("tiledmm").read_text("WHEEL")
     if wheel is None:
         pytest.skip("tiledmm is not installed from a wheel (editable or source install)")
     tags = [line.split(": ", 1)[1] for line in wheel.splitlines() if line.startswith("Tag: ")]
-    assert tags and all(t.startswith("cp39-abi3-") for t in tags), tags
+    assert tags and all(t.startswith("cp310-abi3-") for t in tags), tags
 
 
 @pytest.mark.skipif(not (REPO / "setup.py").exists(), reason="needs the source tree")
