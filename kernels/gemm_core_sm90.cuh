@@ -9,10 +9,12 @@
 // empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile: four
 // m64nBNk16 wgmmas a K tile, one tile's wgmmas left in flight while the next tile's are issued, the
 // stage of the tile before released as they retire. The producer runs on into the next work item
-// while the math warps write the last one's result, so each item's first stages are ready when its
-// math starts. 16-bit operands reach wgmma in either orientation: a K-major operand's tile is one box
-// of its lines, an MN-major one's a box per 64-element column block (BulkTileLoader), both in the
-// 128-byte swizzle wgmma's descriptors name.
+// while the math warps stage the last one's result for TMA stores (OutputPass), so each item's first
+// stages are ready when its math starts and the stores run beside the next item's products. 16-bit
+// operands reach wgmma in either orientation: a K-major operand's tile is one box of its lines, an
+// MN-major one's a box per 64-element column block (BulkTileLoader), both in the 128-byte swizzle
+// wgmma's descriptors name. In clusters of two (CoreTile::kCluster), the blocks take row tiles above
+// one another and each copies half of their common B tile into both (multicast).
 //   A work item is one output tile of one matrix of the batch over a range of its K tiles (CoreWalk:
 // whole tiles first, then stream-K's even shares of the rest). The ranges of a tile meet in a
 // workspace (CoreParts): each leaves its float32 accumulators there, and the one that finishes last
