@@ -1,5 +1,6 @@
 // Runs the Hopper GEMM core (gemm_core_sm90.cuh) as gemm_core_plan.h configures it: the operands'
-// and the output's tensor maps, the persistent (cluster) grid, and stream-K's workspace. Each 16-bit type's instantiation has a file of its own (gemm_cuda_core_<type>_sm90.cu).
+// and the output's tensor maps, the persistent (cluster) grid, and stream-K's workspace. Each 16-bit
+// type's instantiation has a file of its own (gemm_cuda_core_<type>_sm90.cu).
 #pragma once
 
 #include <algorithm>
