@@ -30,26 +30,25 @@ bool core_takes(const GemmProblem& p) {
 
 CorePlan plan_core(const GemmProblem& p, int num_sms) {
   constexpr double kSmRate = 6.5e12;   // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU)
-  // Seconds a stream-K item adds per range of its tile, by tile (its part written and fenced,
-  // counted, the last range's reads), fitted to H100 runs (bench/NOTES.md item 151): 768 x 8192 x 768
-  // took 33 us on 128 x 64 tiles (3 ranges a tile) and 37 on 128 x 128 (5), 768 x 8192 x 3072 80 us
-  // on 128 x 256 in clusters of two (3), 512 x 12288 x 1536 47 us on 128 x 64 (3) and 71 on 128 x
-  // 128 (4).
-  constexpr double kMeetPerRange[kCoreTiles] = {4e-6, 5e-6, 1.7e-6, 4e-6, 5e-6};
+  // What a stream-K item's meeting costs, fitted to H100 runs of ranges cut evenly (bench/NOTES.md
+  // item 153): every block writes its float32 part at once (kPartWriteRate, the L2's), and the last
+  // range reads the others' (kPartReadRate, one SM's). 768 x 8192 x 768 on 128 x 256 tiles took
+  // 3.7, 6.5, 10 and 16 us past its products in 2, 3, 4 and 6 ranges a tile; 2304 x 8192 x 768 on
+  // 256 x 256 clusters in 2 ranges 10 us.
+  constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
   constexpr double kMaxSlowdown = 3.0;
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + kCoreBK - 1) / kCoreBK);
   CorePlan best{};
   double best_time = 0;
-  // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters.
-  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, double time) {
-    const int64_t sk_units = (tiles - dp_tiles) * k_tiles;
-    const int64_t share = sk_units / std::max<int64_t>(1, clusters);
-    const int max_parts = sk_units == 0 ? 1 : static_cast<int>(std::min<int64_t>(k_tiles, (k_tiles + share - 1) / share + 1));
-    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM * kCoreBN[tile] * 4 * max_parts;
-    if (sk_units > 0 && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
+  // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters, each an even share of
+  // the K tiles, a tile's K cut into at most `ranges` ranges.
+  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time) {
+    const int64_t share = (tiles - dp_tiles) * k_tiles / std::max<int64_t>(1, clusters);
+    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM * kCoreBN[tile] * 4 * ranges;
+    if (dp_tiles < tiles && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
     if (best.clusters == 0 || time < best_time) {
-      best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), max_parts, 1, true, ""};
+      best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), static_cast<int>(ranges), 1, true, ""};
       best_time = time;
     }
   };
@@ -60,19 +59,33 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
     const double unit = 2.0 * kCoreBM * bn * kCoreBK / (kSmRate * kCoreTileRate[tile]);  // one K tile of a block
-    // Every cluster has a unit of K at least, so that the clusters covering a tile are consecutive.
+    // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
+    // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two
+    // tiles' ranges, so it meets others twice, and a tile has one range more. Every cluster has a
+    // unit of K at least, so that the clusters covering a tile are consecutive.
+    auto stream_k = [&](int64_t clusters) {
+      clusters = std::min(clusters, tiles * k_tiles);
+      const int64_t shortest = tiles * k_tiles / clusters, longest = (tiles * k_tiles + clusters - 1) / clusters;
+      const bool even = clusters % tiles == 0;
+      // The workspace holds one range more than an even cut makes: a launch that gets fewer clusters
+      // than planned (the GPU shared) lengthens the shares, which then fall across tiles.
+      const int64_t most = std::min(k_tiles, (k_tiles + shortest - 1) / shortest + 1);
+      const int64_t ranges = even ? clusters / tiles : most;
+      const double part = 4.0 * kCoreBM * bn;  // a block's float32 part
+      const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
+                                                (ranges - 1) * part / kPartReadRate);
+      consider(tile, tiles, 0, clusters, most, static_cast<double>(longest) * unit + meet);
+    };
     if (p.splits_override >= 2) {  // forced: no estimate, the first tile tried (or the forced one) runs
-      consider(tile, tiles, 0, std::min({gpu, tiles * p.splits_override, tiles * k_tiles}), 0.0);
+      stream_k(std::min(gpu, tiles * p.splits_override));
       continue;
     }
-    consider(tile, tiles, tiles, std::min(gpu, tiles), static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
-    // Stream-K where whole tiles would leave SMs idle, over clusters enough to cut a tile's K into at
-    // most about kMaxParts ranges (its last range reads them all); about two items a cluster meet others,
-    // each at a cost that grows with its tile's ranges.
+    consider(tile, tiles, tiles, std::min(gpu, tiles), 1, static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
+    // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
+    // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
     if (p.splits_override == 1 || tiles >= gpu) continue;
-    const int64_t sk_units = tiles * k_tiles, clusters = std::min({gpu, sk_units, tiles * kMaxParts});
-    const int64_t share = (sk_units + clusters - 1) / clusters, ranges = (k_tiles + share - 1) / share + 1;
-    consider(tile, tiles, 0, clusters, static_cast<double>(share) * unit + 2.0 * ranges * kMeetPerRange[tile]);
+    for (int64_t ranges = 2; ranges <= kMaxParts && tiles * ranges <= gpu; ++ranges) stream_k(tiles * ranges);
+    if (gpu % tiles != 0) stream_k(std::min(gpu, tiles * kMaxParts));
   }
   // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
   // 16-bit wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
@@ -80,10 +93,14 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   best.fits = p.tile_override >= kCoreTileBase || best_time <= kMaxSlowdown * ideal;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
-  // A group as tall in rows as the running clusters' columns are wide: the square footprint needs
-  // the fewest operand lines in the L2 for the tiles in flight (in work items of `rows` rows).
+  // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square
+  // footprint needs the fewest operand lines in the L2 for the tiles in flight (in work items of
+  // `rows` rows). Stream-K: the clusters' ranges meet K at the same offsets only every few tiles of
+  // the walk (CoreWalk's phase classes), so consecutive tiles should share the larger operand: row
+  // by row where A is the larger (its lines then cross the HBM once), else column by column.
   const double side = std::sqrt(static_cast<double>(best.clusters) * bn / rows);
-  best.group_rows = static_cast<int>(std::clamp<int64_t>(std::llround(side), 1, m_tiles));
+  best.group_rows = best.dp_tiles < best.tiles ? (p.m >= p.n ? 1 : static_cast<int>(m_tiles))
+                                               : static_cast<int>(std::clamp<int64_t>(std::llround(side), 1, m_tiles));
   best.why = p.tile_override >= kCoreTileBase || p.splits_override >= 1
                  ? "forced by the caller"
                  : "the fastest of the core's tiles and clusters by its estimate (waves of whole tiles over " +

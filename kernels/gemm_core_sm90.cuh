@@ -112,15 +112,28 @@ struct CoreWalk {
     return ((x + 1) * clusters - 1) / sk_units;
   }
   // Calls body(CoreItem) for each work item of cluster c, in order.
+  //   Stream-K's shares start at the same offset into a tile's K every `period` tiles of the
+  // sequence (period * k_tiles units are a whole number of shares), and only there: elsewhere the
+  // clusters read K at offsets that drift apart. So the sequence visits the walk's tiles in phase
+  // classes: tiles [r q, r q + q) of the walk, q = tiles / period, sit at sequence positions r,
+  // r + period, ...: tiles next to one another in the walk, which share operand lines, read each
+  // line at the same time (3072 x 8192 x 768 read 206 MB of HBM for 63 MB of operands without).
   template <int BM, int BN, int BK, typename T, typename Body>
   __device__ __forceinline__ void for_each(const GemmArgs<T, T>& args, int c, int clusters, const Body& body) const {
     for (int64_t t = c; t < dp_tiles; t += clusters) body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, 0, k_tiles), t, 0, 1});
+    if (sk_units == 0) return;
+    int64_t q = sk_units / k_tiles, x = clusters;  // q: gcd(stream-K tiles, clusters)
+    while (x != 0) {
+      const int64_t r = q % x;
+      q = x, x = r;
+    }
+    const int64_t period = sk_units / k_tiles / q;
     const int64_t end = (c + 1) * sk_units / clusters;
     for (int64_t u = c * sk_units / clusters; u < end;) {
-      const int64_t s = u / k_tiles, first = s * k_tiles;
+      const int64_t s = u / k_tiles, first = s * k_tiles, t = dp_tiles + s % period * q + s / period;
       const int kb = static_cast<int>(u - first), ke = static_cast<int>(min(static_cast<int64_t>(k_tiles), kb + (end - u)));
       const int64_t head = owner(first, clusters);
-      body(CoreItem<T>{tile_item<BM, BN, BK>(args, dp_tiles + s, kb, ke), dp_tiles + s,
+      body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, kb, ke), t,
                        static_cast<int>(owner(u, clusters) - head),
                        static_cast<int>(owner(first + k_tiles - 1, clusters) - head + 1)});
       u += ke - kb;
