@@ -127,6 +127,21 @@ def test_autocast_casts_like_torch(device, dtype):
     torch.testing.assert_close(ours.float(), theirs.float(), rtol=2e-2, atol=2e-2)
 
 
+def test_enable_under_autocast_serves_mixed_dtypes(device):
+    # Under autocast a bfloat16 activation meets a float32 weight (the second layer): torch.autocast
+    # casts both, and so does tiledmm.enable(), rather than leaving the product to torch.
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to(device)
+    x = torch.randn(5, 8, device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        expected = model(x)
+        with tiledmm.enable(), OpLog() as log:
+            got = model(x)
+    assert log.ops.count("tiledmm.mm.default") == 2 and "aten.addmm.default" not in log.ops, log.ops
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("fn", [tiledmm.matmul, tiledmm.mm], ids=["matmul", "mm"])
 def test_autocast_forward_then_backward_outside(device, fn):
     # Mixed-precision training: the forward under autocast, the backward after it. The gradients

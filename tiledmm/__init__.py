@@ -27,6 +27,8 @@ from .autograd import BMM, MM
 from .functional import bmm, explain, linear, matmul, mm
 from .mode import enable
 from . import _vmap  # noqa: F401,E402  batching rules for torch.func.vmap
+if torch.distributed.is_available():
+    from . import _dtensor  # noqa: F401,E402  sharding rules for DTensor
 
 __all__ = ["matmul", "mm", "bmm", "linear", "explain", "MM", "BMM", "nn", "enable"]
 __version__ = "0.1.0"

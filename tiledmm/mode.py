@@ -7,6 +7,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import functional
 from ._checks import SUPPORTED_DTYPES
+from ._registrations import autocast_inputs
 
 
 def _servable(*tensors) -> bool:
@@ -36,13 +37,27 @@ _PRODUCTS = {
 }
 
 
+def _autocast(args, kwargs):
+    """The arguments as torch.autocast casts a product's: under autocast, a bfloat16 activation
+    meets a float32 weight, and both become bfloat16 (else the product would fall to torch)."""
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None or first.device.type not in ("cpu", "cuda") or not torch.is_autocast_enabled(first.device.type):
+        return args, kwargs
+
+    def cast(a):
+        return autocast_inputs(first.device.type, a)[0] if isinstance(a, torch.Tensor) else a
+
+    return [cast(a) for a in args], {name: cast(a) for name, a in kwargs.items()}
+
+
 class _TiledmmMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         product = _PRODUCTS.get(func)
-        tensors = [a for a in list(args) + list(kwargs.values()) if a is not None]
-        if product is not None and "out" not in kwargs and _servable(*tensors):
-            return product(*args, **kwargs)
+        if product is not None and "out" not in kwargs:
+            cast_args, cast_kwargs = _autocast(args, kwargs)
+            if _servable(*[a for a in list(cast_args) + list(cast_kwargs.values()) if a is not None]):
+                return product(*cast_args, **cast_kwargs)
         return func(*args, **kwargs)
 
 
