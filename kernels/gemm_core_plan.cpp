@@ -38,6 +38,13 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
   constexpr double kMaxSlowdown = 3.0;
+  // Zeroing the workspace's counters before a stream-K launch (one more operation on the stream).
+  constexpr double kWorkspaceCost = 2e-6;
+  // What whole tiles in clusters cost beyond the same tiles alone (H100: 128 x 256 tiles, one a
+  // block or cluster, K from 64 to 8192: 2-3 us more in clusters of two at every K; bench/NOTES.md
+  // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
+  // clusters, 84 alone), so it is not charged there.
+  constexpr double kClusterCost = 2.5e-6;
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + kCoreBK - 1) / kCoreBK);
   CorePlan best{};
   double best_time = 0;
@@ -74,13 +81,14 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
       const double part = 4.0 * kCoreBM * bn;  // a block's float32 part
       const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
                                                 (ranges - 1) * part / kPartReadRate);
-      consider(tile, tiles, 0, clusters, most, static_cast<double>(longest) * unit + meet);
+      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + static_cast<double>(longest) * unit + meet);
     };
     if (p.splits_override >= 2) {  // forced: no estimate, the first tile tried (or the forced one) runs
       stream_k(std::min(gpu, tiles * p.splits_override));
       continue;
     }
-    consider(tile, tiles, tiles, std::min(gpu, tiles), 1, static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
+    consider(tile, tiles, tiles, std::min(gpu, tiles), 1,
+             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) + static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
     // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
     // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
     if (p.splits_override == 1 || tiles >= gpu) continue;

@@ -1,7 +1,8 @@
 """The Hopper GEMM core (16-bit operands, gemm_core_sm90.cuh): every tile (with and without
-clusters), layout and cut of K into stream-K ranges (the operator's `splits`) at shapes whose edges
-fall inside a tile, batches (broadcast ones too), persistent walks of more work items than SMs, and
-the dispatcher's rule for which problems it takes and how."""
+clusters), layout and cut of K into stream-K ranges (the operator's `splits`; even cuts where the
+clusters are a multiple of the tiles) at shapes whose edges fall inside a tile, batches (broadcast
+ones too), persistent walks of more work items than SMs, and the dispatcher's rule for which
+problems it takes and how."""
 
 import pytest
 import torch
@@ -80,6 +81,28 @@ def test_stream_k_sums_in_range_order(tile):
     check_against_reference(first, a, b)
     for _ in range(3):
         assert torch.equal(ops._bmm_with_config(a, b, tile, 5, 0), first)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("splits", [2, 4, 5, 6, 8])
+def test_even_cuts(splits, tile, layout):
+    """K cut into 2-8 ranges a tile over that many times as many clusters as tiles (even cuts: one
+    range a cluster; 3-12 tiles here), with ragged edges, a batch of two, and K tiles that the
+    ranges divide unevenly; the stream-K walk's phase classes reorder the tiles."""
+    a, b = operands(264, 4104, 136, layout, torch.bfloat16, "cuda", batch=(2,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (2, 264, 136), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
+
+
+def test_small_weight_gradient_cuts_k_evenly():
+    """768 x 8192 x 768 (a weight gradient of 36 tiles of 128 x 128): K cut evenly into ranges, one
+    a cluster, as accurate as torch."""
+    a, b = operands(768, 8192, 768, "tn", torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert CORE in text and "stream-K:" in text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (768, 768), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
 
 
 def test_small_output_long_k_shares_k_by_stream_k():
