@@ -175,8 +175,8 @@ def linear(
     out = matmul(input, weight.mT, precision=precision)
     if bias is None:
         return out
-    if torch.is_autocast_enabled(out.device.type):  # autocast casts the bias too, as for F.linear
-        bias = bias.to(out.dtype)
+    if bias.dtype != out.dtype and torch.is_autocast_enabled(out.device.type):
+        bias = bias.to(out.dtype)  # autocast casts the bias too, as for F.linear
     return out + bias
 
 
