@@ -9,17 +9,19 @@ from . import functional
 from ._checks import SUPPORTED_DTYPES
 
 
-def _servable(*tensors) -> bool:
-    """Whether tiledmm computes this product; anything else falls through to torch."""
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return False
+def _servable(tensors) -> bool:
+    """Whether tiledmm computes a product of these arguments (linear's bias None left out): tensors
+    of one supported dtype on one CPU or CUDA device, dense, at least 1-D. Anything else falls
+    through to torch. (Read per call: is_cuda and is_cpu, not device.type, which costs ~0.5 us.)"""
     first = tensors[0]
-    return (
-        first.dtype in SUPPORTED_DTYPES
-        and first.device.type in ("cpu", "cuda")
-        and all(t.layout == torch.strided and t.dtype == first.dtype and t.device == first.device for t in tensors)
-        and all(t.dim() >= 1 for t in tensors)
-    )
+    if not (isinstance(first, torch.Tensor) and first.dtype in SUPPORTED_DTYPES and (first.is_cuda or first.is_cpu)):
+        return False
+    dtype, device = first.dtype, first.device
+    for t in tensors:
+        if not (isinstance(t, torch.Tensor) and t.dtype == dtype and t.device == device
+                and t.layout == torch.strided and t.dim() >= 1):
+            return False
+    return True
 
 
 # torch function -> the tiledmm function with the same signature
@@ -38,10 +40,10 @@ _PRODUCTS = {
 
 class _TiledmmMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # Every torch call inside the context comes here: anything but a product leaves at once.
         kwargs = kwargs or {}
         product = _PRODUCTS.get(func)
-        tensors = [a for a in list(args) + list(kwargs.values()) if a is not None]
-        if product is not None and "out" not in kwargs and _servable(*tensors):
+        if product is not None and "out" not in kwargs and _servable([a for a in (*args, *kwargs.values()) if a is not None]):
             return product(*args, **kwargs)
         return func(*args, **kwargs)
 
