@@ -14,11 +14,19 @@ import pytest
 import torch
 from _util import UNIT_ROUNDOFF, requires_gpu
 
-import tiledmm  # noqa: F401  (the subprocesses import the same installed package)
+import tiledmm
 from tiledmm.bench.__main__ import operands, reference_product
 from tiledmm.bench.problems import CPU_MODEL_PROBLEMS, MODEL_PROBLEMS
 from tiledmm.bench.report import speedup_summary
 from tiledmm.bench.timing import times_ms_each
+
+@pytest.fixture(autouse=True)
+def _subprocesses_import_this_tiledmm(monkeypatch):
+    """The benchmark's subprocesses import the tiledmm this process imported: the installed
+    package, or the source tree's (run from elsewhere, they would find only an installed one)."""
+    paths = [os.path.dirname(os.path.dirname(tiledmm.__file__)), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+
 
 ROW_KEYS = {"problem", "m", "k", "n", "layout", "dtype", "precision", "pass", "impl", "ms", "ms_q1", "ms_q3",
             "tflops", "rel_err"}
@@ -316,3 +324,37 @@ def test_the_model_suite_has_its_own_file_and_keeps_another_commits_run(tmp_path
     assert json.loads(reference.read_text())["commit"] == "aaa1111" and "summary" not in json.loads(reference.read_text())
     assert json.loads(models.read_text())["commit"] == "bbb2222"
     assert json.loads((tmp_path / f"{models.stem}-aaa1111.json").read_text())["summary"][0]["worst_problem"] == "gpt2.attn.out"
+
+
+def test_host_mode_times_each_entry_point_per_call(tmp_path):
+    """--host (here on CPU tensors, the GPU hidden) times every entry point, torch's and tiledmm's,
+    in each of its passes, and writes <device>-<date>-host.json with the per-call microseconds."""
+    from tiledmm.bench.host import ENTRIES, PASSES
+
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
+    stdout = subprocess.run([sys.executable, "-m", "tiledmm.bench", "--host", "--quick", "--sizes", "4", "--dtypes",
+                             "float32", "--out", str(tmp_path)], check=True, capture_output=True, text=True, cwd=tmp_path,
+                            env=env).stdout
+    (path,) = tmp_path.glob("*.json")
+    assert path.name.startswith("cpu-") and path.name.endswith("-host.json")
+    result = json.loads(path.read_text())
+    assert result["suite"] == "host" and result["calls"] > 0 and result["threads"] == 1
+    rows = result["rows"]
+    expected = [(name, p, impl) for name, entry in ENTRIES.items() for p in entry.passes for impl in ("torch", "tiledmm")]
+    assert [(r["entry"], r["pass"], r["impl"]) for r in rows] == expected
+    assert {p for name, p, _ in expected if name == "matmul"} == set(PASSES) == {"nograd", "grad", "fwd+bwd"}
+    for row in rows:
+        assert (row["n"], row["dtype"]) == (4, "float32"), row
+        assert 0 < row["us_q1"] <= row["us"] <= row["us_q3"], row
+        assert ("ratio" in row) == (row["impl"] == "tiledmm")
+    for torch_row, tiledmm_row in zip(rows[::2], rows[1::2]):
+        assert tiledmm_row["ratio"] == pytest.approx(tiledmm_row["us"] / torch_row["us"], rel=0.01, abs=0.002)
+    lines = stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("entry "))
+    assert lines[header].split() == ["entry", "pass", "n", "dtype", "torch", "us", "tiledmm", "us", "ratio"]
+    assert [line.split()[:2] for line in lines[header + 1:header + 1 + len(rows) // 2]] == [
+        [r["entry"], r["pass"]] for r in rows[1::2]]
+    report = subprocess.run([sys.executable, "-m", "tiledmm.bench.report", str(path)], check=True,
+                            capture_output=True, text=True, cwd=tmp_path).stdout
+    t = rows[1]
+    assert f"| {t['entry']} | {t['pass']} | 4 | float32 | {rows[0]['us']:.2f} | {t['us']:.2f} | {t['ratio']:.2f}x |" in report

@@ -17,6 +17,8 @@ CASES = [
     ("bmm_inner", tiledmm.bmm, lambda: (r(2, 2, 3), r(2, 4, 5)), r"inner dimensions differ: a of shape \[2, 2, 3\]"),
     ("bmm_batch", tiledmm.bmm, lambda: (r(2, 2, 3), r(3, 3, 5)), r"batch sizes differ: a of shape \[2, 2, 3\], b of shape \[3, 3, 5\]"),
     ("matmul_inner", tiledmm.matmul, lambda: (r(4, 2, 3), r(4, 5)), r"tiledmm\.matmul: inner dimensions differ: input of shape \[4, 2, 3\] and other of shape \[4, 5\] \(3 != 4\)"),
+    ("matmul_inner_2d", tiledmm.matmul, lambda: (r(2, 3), r(4, 5)), r"tiledmm\.matmul: inner dimensions differ: input of shape \[2, 3\] and other of shape \[4, 5\] \(3 != 4\)"),
+    ("matmul_inner_of_one", tiledmm.matmul, lambda: (r(2, 3, 4), r(2, 1, 5)), r"tiledmm\.matmul: inner dimensions differ: .* \(4 != 1\)"),  # not broadcast
     ("matmul_vectors", tiledmm.matmul, lambda: (r(3), r(4)), r"inner dimensions differ: input of shape \[3\] and other of shape \[4\]"),
     ("matmul_0d", tiledmm.matmul, lambda: (r(()), r(3)), r"at least 1 dimension, got shapes \[\] and \[3\]"),
     ("matmul_broadcast", tiledmm.matmul, lambda: (r(2, 4, 3), r(3, 3, 5)), r"shape|broadcast"),
@@ -40,6 +42,24 @@ def test_bad_input(fn, make, pattern):
     a, b = make()
     with pytest.raises((RuntimeError, TypeError, NotImplementedError), match=pattern):
         fn(a, b)
+
+
+@pytest.mark.parametrize("fn,make,pattern", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_requiring_gradients(fn, make, pattern):
+    # The path that builds a graph fails the same way, before it saves anything.
+    a, b = (x.requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() and x.layout == torch.strided
+            else x for x in make())
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError), match=pattern):
+        fn(a, b)
+
+
+@pytest.mark.parametrize("make", [lambda: (r(2, 3), r(4, 5)), lambda: (r(2, 3, dtype=torch.float16), r(3, 4)),
+                                  lambda: (r(()), r(3))], ids=["inner", "dtype", "0d"])
+def test_matmul_error_is_matmuls_alone(make):
+    # The operator's own error, which matmul rewords, is not chained onto it.
+    with pytest.raises(RuntimeError, match=r"^tiledmm\.matmul: ") as error:
+        tiledmm.matmul(*make())
+    assert error.value.__cause__ is None and error.value.__suppress_context__
 
 
 # The operators themselves, called without the Python wrappers, check the same things in C++.

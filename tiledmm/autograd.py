@@ -6,8 +6,9 @@ called), and only for the inputs that need a gradient. The backward is itself ma
 differentiable operators, so double backward works.
 
 The gradients are computed at the forward's precision (tiledmm/_precision.py). The same rule
-serves the dispatcher operators (torch.ops.tiledmm.*, registered below; tiledmm.matmul, mm and
-bmm call them) and the public autograd.Function classes MM and BMM.
+serves the dispatcher operators (torch.ops.tiledmm.*, registered below), the public
+autograd.Function classes MM and BMM, and the eager Functions through which tiledmm.matmul, mm,
+bmm and linear build their graphs (transformable says which runs where).
 
 torch.func's grad and jvp transforms (and jacrev, jacfwd, hessian) need an autograd.Function with
 setup_context, which torch.library's registered autograd is not, and forward-mode AD needs a
@@ -15,12 +16,15 @@ tangent formula, which it has none of: there, tiledmm.matmul, mm, bmm and linear
 (autograd_function_needed). vmap runs the operators' batching rules (tiledmm/_vmap.py).
 """
 
+import functools
+import operator
+
 import torch
 from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
-from ._registrations import autocast_inputs
+from ._registrations import AUTOCAST_KEYS, autocast_inputs
 
 ops = torch.ops.tiledmm
 
@@ -29,12 +33,18 @@ def _column_major(x):
     return x.stride(-2) == 1 and x.stride(-1) != 1
 
 
+def _save(ctx, a, b, precision):
+    """What the backward needs: each input where the other's gradient is needed, the layout of each
+    whose gradient is, the precision."""
+    need_a, need_b = ctx.needs_input_grad[:2]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    ctx.column_major = (need_a and _column_major(a), need_b and _column_major(b))
+    ctx.precision = precision
+
+
 def _setup_context(ctx, inputs, output, precision_index=2):
     """inputs: (a, b, ...), with the precision code at precision_index (0 if absent)."""
-    a, b = inputs[0], inputs[1]
-    ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
-    ctx.column_major = (_column_major(a), _column_major(b))
-    ctx.precision = inputs[precision_index] if len(inputs) > precision_index else 0
+    _save(ctx, inputs[0], inputs[1], inputs[precision_index] if len(inputs) > precision_index else 0)
 
 
 def _product_in_layout(product, lhs, rhs, column_major, precision):
@@ -73,43 +83,72 @@ def autograd_function_needed() -> bool:
     return forward_ad._current_level >= 0 or any(t in (TransformType.Grad, TransformType.Jvp) for t in transforms)
 
 
-def transformable(op, function):
+def transformable(op, function, eager):
     """op(a, b, precision) for mm, bmm and the backward and jvp formulas, run the cheapest way that
     keeps its gradients: traced by torch.compile, the operator (torch.compile traces torch.func's
-    grad and vmap through it); where autograd_function_needed(), function.apply, eagerly; where a
-    gradient can flow, the operator through its autograd kernel; elsewhere the operator below
-    autograd, which spares the Python autograd kernel torch.library registers (~5 us a call on an
-    H200's host, bench/NOTES.md items 141 and 144)."""
+    grad and vmap through it); where autograd_function_needed(), function.apply, eagerly.
+    Otherwise after autocast's cast (_autocast): where no gradient can flow, the operator's kernel
+    alone (_KERNEL_ONLY); where one can, eager.apply, or under vmap, functionalize and
+    torch.jit.trace the operator through its autograd kernel. The eager paths spare the Python
+    kernels torch.library registers for autograd and autocast: the autograd kernel costs ~5 us a
+    call on an H200's host without gradients (bench/NOTES.md items 141 and 144) and ~16 us over
+    the operator with them on a CPU, where eager.apply costs ~6 (item 154)."""
 
     def product(a, b, precision=0):
         if torch.compiler.is_compiling() and forward_ad._current_level < 0:
             return op(a, b, precision)
         if autograd_function_needed():
             return _apply_eagerly(function, a, b, precision)
-        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        if torch._C._is_any_autocast_enabled():
+            a, b = _autocast(a, b)
+        if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                return op(a, b, precision)
+        if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
             return op(a, b, precision)
-        with torch._C._AutoDispatchBelowAutograd():
-            return op(a, b, precision)
+        return eager.apply(a, b, precision)
 
     return product
 
 
+def _autocast(a, b):
+    """(a, b) as the operators' autocast kernel casts them, which it does before their autograd
+    (so that a Function saves the cast inputs)."""
+    device_type = a.device.type
+    if device_type in AUTOCAST_KEYS and torch.is_autocast_enabled(device_type):
+        return autocast_inputs(device_type, a, b)
+    return a, b
+
+
+# Below autograd (as torch._C._AutoDispatchBelowAutograd puts the dispatcher) and below autocast:
+# the operator's CPU or CUDA kernel (or a dispatch mode), for operands _autocast has cast.
+_KERNEL_ONLY = functools.reduce(
+    operator.or_,
+    (torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+     for key in ("AutogradFunctionality", "AutogradOther", "AutogradNestedTensor", *AUTOCAST_KEYS.values())),
+)
+
+
 @torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
 def _apply_eagerly(function, a, b, precision):
-    """function.apply(a, b, precision) after autocast's cast, as the operators' autocast kernel
-    casts before their autograd (so that the Function saves the cast inputs)."""
-    if torch.is_autocast_enabled(a.device.type):
-        a, b = autocast_inputs(a.device.type, a, b)
-    return function.apply(a, b, precision)
+    """function.apply(a, b, precision) after autocast's cast."""
+    return function.apply(*_autocast(a, b), precision)
 
 
-def _product_function(name, op, doc):
-    """A torch.autograd.Function computing op(a, b, precision) forward (precision: an operator
-    code, default 0), its gradients backward, and its tangent in forward mode. Under vmap, its
-    forward and backward run on the operators' batching rules (tiledmm/_vmap.py)."""
+def _product_functions(name, op, doc):
+    """The public torch.autograd.Function computing op(a, b, precision) (precision: an operator
+    code, default 0) forward, its gradients backward, and its tangent in forward mode; and op
+    run by transformable, the way its backward and tangent run their products.
+
+    Under vmap, the Function's forward and backward run on the operators' batching rules
+    (tiledmm/_vmap.py)."""
+
+    def product_backward(ctx, grad):
+        return _gradients(product, ctx, grad) + (None,)
 
     class Product(torch.autograd.Function):
         generate_vmap_rule = True
+        backward = staticmethod(product_backward)
 
         @staticmethod
         def forward(a, b, precision=0):
@@ -119,10 +158,6 @@ def _product_function(name, op, doc):
         def setup_context(ctx, inputs, output):
             _setup_context(ctx, inputs, output)
             ctx.save_for_forward(inputs[0], inputs[1])
-
-        @staticmethod
-        def backward(ctx, grad):
-            return _gradients(product, ctx, grad) + (None,)
 
         @staticmethod
         def jvp(ctx, a_tangent, b_tangent, *_):
@@ -135,16 +170,39 @@ def _product_function(name, op, doc):
                 terms.append(product(a, b_tangent, ctx.precision))
             return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
-    product = transformable(op, Product)
-    Product.__name__ = Product.__qualname__ = name
+    class Eager(torch.autograd.Function):
+        """Product for eager autograd outside torch.func: the cheapest graph node Python builds.
+        forward(ctx, ...) spares apply binding the arguments to forward's signature, which it
+        does for a Function with setup_context (~25 us a call on a CPU); the operator's kernel
+        runs alone, on inputs already cast (its checks come first: they raise before anything
+        is saved)."""
+
+        backward = staticmethod(product_backward)
+
+        @staticmethod
+        def forward(ctx, a, b, precision):
+            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                out = op(a, b, precision)
+            _save(ctx, a, b, precision)
+            return out
+
+    product = transformable(op, Product, Eager)
+    _name(Product, name)
+    _name(Eager, f"Tiledmm{name}")  # its graph nodes: grad_fn=<TiledmmMMBackward>
     Product.__doc__ = doc
-    return Product
+    return Product, product
 
 
-MM = _product_function(
+def _name(function, name):
+    """Names an autograd.Function and the class of its graph nodes (<name>Backward)."""
+    function.__name__ = function.__qualname__ = name
+    function._backward_cls.__name__ = function._backward_cls.__qualname__ = f"{name}Backward"
+
+
+MM, mm = _product_functions(
     "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``."
 )
-BMM = _product_function(
+BMM, bmm = _product_functions(
     "BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
 )
 
@@ -160,8 +218,6 @@ def _register(name, product, precision_index):
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
-mm = transformable(ops.mm, MM)
-bmm = transformable(ops.bmm, BMM)
 _register("mm", mm, 2)
 _register("bmm", bmm, 2)
 _register("_bmm_with_config", bmm, 4)  # (a, b, tile, splits, precision)

@@ -64,7 +64,15 @@ class _MatmulPlan(NamedTuple):
     notes: list
 
 
-def _check_inner(input: torch.Tensor, other: torch.Tensor, k: int, other_k: int) -> None:
+def _check_matmul(input: torch.Tensor, other: torch.Tensor) -> None:
+    """matmul's operand checks, in its words."""
+    check_pair("tiledmm.matmul", input, other)
+    if input.dim() == 0 or other.dim() == 0:
+        raise RuntimeError(
+            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
+    k, other_k = input.shape[-1], other.shape[-2 if other.dim() > 1 else -1]
     if k != other_k:
         raise RuntimeError(
             f"tiledmm.matmul: inner dimensions differ: input of shape {list(input.shape)} and "
@@ -72,13 +80,17 @@ def _check_inner(input: torch.Tensor, other: torch.Tensor, k: int, other_k: int)
         )
 
 
+def _matmul_error(input: torch.Tensor, other: torch.Tensor) -> Exception | None:
+    """The error _check_matmul raises for these operands, or None where they pass."""
+    try:
+        _check_matmul(input, other)
+    except (TypeError, RuntimeError) as error:
+        return error
+    return None
+
+
 def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
-    check_pair("tiledmm.matmul", input, other)
-    if input.dim() == 0 or other.dim() == 0:
-        raise RuntimeError(
-            "tiledmm.matmul: both arguments need at least 1 dimension, got shapes "
-            f"{list(input.shape)} and {list(other.shape)}"
-        )
+    """The plan for operands that pass _check_matmul (others may fail in the planning's own words)."""
     notes = []
     a = input.unsqueeze(0) if input.dim() == 1 else input
     b = other.unsqueeze(-1) if other.dim() == 1 else other
@@ -86,7 +98,6 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
         notes.append("input is 1-D: a row vector, whose dimension is removed from the result")
     if other.dim() == 1:
         notes.append("other is 1-D: a column vector, whose dimension is removed from the result")
-    _check_inner(input, other, a.shape[-1], b.shape[-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
 
     if b.dim() == 2 and (a.dim() == 2 or _rows_foldable(a)):
@@ -100,7 +111,8 @@ def _plan_matmul(input: torch.Tensor, other: torch.Tensor) -> _MatmulPlan:
         batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         count = math.prod(batch)
         a3 = a.expand(*batch, m, k).reshape(count, m, k)  # a view unless batch dims cannot merge
-        b3 = b.expand(*batch, k, n).reshape(count, k, n)
+        # b keeps its own inner size, which the operator checks (expanded to k, a 1 would broadcast).
+        b3 = b.expand(*batch, b.shape[-2], n).reshape(count, b.shape[-2], n)
         notes.append(f"batch dimensions {list(batch)}: one bmm over {count} products")
         plan = _MatmulPlan(True, a3, b3, (), notes)
     out_shape = tuple(batch) + ((m,) if input.dim() > 1 else ()) + ((n,) if other.dim() > 1 else ())
@@ -119,21 +131,26 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
     strides; a copy is made only for a matrix whose two last dimensions both have non-unit
     strides, or for broadcast batch dimensions that cannot be merged into one. {precision}
     """
-    if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() == other.dim() == 2:
-        # The common case, one mm as it stands: planned without building a plan (host time per call
-        # counts where products are small).
-        check_pair("tiledmm.matmul", input, other)
-        _check_inner(input, other, input.shape[1], other.shape[0])
-        return mm(input, other, precision=precision)
-    plan = _plan_matmul(input, other)
-    product = bmm if plan.batched else mm
-    return product(plan.a, plan.b, precision=precision).view(plan.out_shape)
+    # The operator checks the operands (host time per call counts where products are small);
+    # matmul's own checks run only to name the problem in its words once something failed.
+    try:
+        if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() == other.dim() == 2:
+            return autograd.mm(input, other, _precision.resolve(precision, input.dtype))  # one mm as it stands
+        plan = _plan_matmul(input, other)
+        product = autograd.bmm if plan.batched else autograd.mm
+        return product(plan.a, plan.b, _precision.resolve(precision, input.dtype)).view(plan.out_shape)
+    except Exception:
+        error = _matmul_error(input, other)
+        if error is None:
+            raise
+        raise error from None
 
 
 def explain(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = None) -> str:
     """Says what ``tiledmm.matmul(input, other)`` would run, and why: how the operands map onto
     mm or bmm, how each is read (layout, copies), the kernel, its tile configuration, load width,
     K splitting and precision path. Runs nothing."""
+    _check_matmul(input, other)
     plan = _plan_matmul(input, other)
     lines = [f"tiledmm.matmul({list(input.shape)}, {list(other.shape)}) -> {list(plan.out_shape)}"]
     lines += plan.notes
@@ -158,8 +175,8 @@ def linear(
     out = matmul(input, weight.mT, precision=precision)
     if bias is None:
         return out
-    if torch.is_autocast_enabled(out.device.type):  # autocast casts the bias too, as for F.linear
-        bias = bias.to(out.dtype)
+    if bias.dtype != out.dtype and torch.is_autocast_enabled(out.device.type):
+        bias = bias.to(out.dtype)  # autocast casts the bias too, as for F.linear
     return out + bias
 
 

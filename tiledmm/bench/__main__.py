@@ -16,6 +16,9 @@ weight-gradient products of each linear layer of GPT-2 small (8192 tokens) and L
 tokens), each its own forward row, and GPT-2's batched attention products; it writes
 <device>-<date>-models.json, with a summary per model, dtype and precision (the geometric mean
 of the speedups and the worst one), printed last. Without a GPU it runs a miniature of them.
+
+--host times the host instead: each entry point's time per call, torch's and tiledmm's, at small
+sizes, with and without gradients (tiledmm/bench/host.py); it writes <device>-<date>-host.json.
 """
 
 import argparse
@@ -31,6 +34,7 @@ import torch
 
 import tiledmm
 
+from . import host
 from .problems import CPU_MODEL_PROBLEMS, CPU_PROBLEMS, MODEL_PROBLEMS, PROBLEMS
 from .report import speedup_summary, spread_pct
 from .timing import L2Flush, quartiles, rel_err, times_ms_each, torch_precision
@@ -193,17 +197,45 @@ def main():
     parser.add_argument("--serialize", action="store_true",
                         help="wait for each run before starting the next, so that each time also holds "
                              "the host's launch latency (default: runs queued back to back)")
+    parser.add_argument("--host", action="store_true",
+                        help="time the host per call of each entry point instead, at small sizes (default dtypes: "
+                             "float32 bfloat16)")
+    parser.add_argument("--entries", nargs="*", choices=list(host.ENTRIES), help="--host: subset of the entry points")
+    parser.add_argument("--sizes", nargs="*", type=int, help="--host: n of the n x n operands (default: "
+                        f"{' '.join(map(str, host.SIZES['cuda']))}; without a GPU {' '.join(map(str, host.SIZES['cpu']))})")
     parser.add_argument("--out", default="bench/results", help="folder for the results JSON")
     parser.add_argument("--commit", default=None, help="commit to record (default: git's HEAD)")
     args = parser.parse_args()
     if args.quick:
         args.warmup, args.reps = 1, 5
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    fields, tables, suffix = (run_host if args.host else run_products)(args, device)
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(),
+              "date": datetime.date.today().isoformat(), **fields}
+    os.makedirs(args.out, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    path = os.path.join(args.out, f"{slug}-{result['date']}{suffix}.json")
+    kept = keep_earlier_run(path, result["commit"])
+    if kept:
+        print(f"an earlier run of another commit was at {path}: kept as {kept}")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(tables[0])
+    print(f"\n{name}, torch {torch.__version__}: wrote {path}")
+    for text in tables[1:]:
+        print("\n" + text)
+
+
+def run_products(args, device):
+    """The reference or the model suite: (the result's fields, the tables to print (the first
+    before the file's name), the file name's suffix)."""
     suite = SUITES[args.suite]
     for option in ("dtypes", "precisions", "passes"):
         if getattr(args, option) is None:
             setattr(args, option, suite[option])
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     problems = suite["problems"][0 if device == "cuda" else 1]
     if device == "cpu":
         instead = "a miniature of the model suite" if args.suite == "models" else "a small CPU comparison"
@@ -212,7 +244,6 @@ def main():
     if args.problems:
         problems = [p for p in problems if p.name in args.problems]
     flush = L2Flush(device) if args.cold_l2 and device == "cuda" else None
-    torch.manual_seed(0)
     jobs = [(p, d, q) for p in problems for d in args.dtypes for q in (args.precisions if d == "float32" else ["n/a"])]
     rows = []
     for i, (problem, dtype_name, precision) in enumerate(jobs):
@@ -223,25 +254,27 @@ def main():
         if device == "cuda":
             torch.cuda.empty_cache()
     print(file=sys.stderr)
+    fields = {"cold_l2": bool(flush), "timing": "serialized" if args.serialize else "queued", "reps": args.reps,
+              "rows": rows}
+    if args.suite != "models":
+        return fields, [table(rows)], ""
+    fields.update(suite="models", summary=speedup_summary(rows))
+    return fields, [table(rows), "speedup (torch ms / tiledmm ms) per model:\n" + summary_table(fields["summary"])], "-models"
 
-    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    result = {"device": name, "torch": torch.__version__, "commit": args.commit or commit(),
-              "date": datetime.date.today().isoformat(), "cold_l2": bool(flush),
-              "timing": "serialized" if args.serialize else "queued", "reps": args.reps, "rows": rows}
-    if args.suite == "models":
-        result.update(suite="models", summary=speedup_summary(rows))
-    os.makedirs(args.out, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    path = os.path.join(args.out, f"{slug}-{result['date']}{'-models' if args.suite == 'models' else ''}.json")
-    kept = keep_earlier_run(path, result["commit"])
-    if kept:
-        print(f"an earlier run of another commit was at {path}: kept as {kept}")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(table(rows))
-    print(f"\n{name}, torch {torch.__version__}: wrote {path}")
-    if "summary" in result:
-        print("\nspeedup (torch ms / tiledmm ms) per model:\n" + summary_table(result["summary"]))
+
+def run_host(args, device):
+    """--host: each entry point's host time per call (tiledmm/bench/host.py)."""
+    if device == "cpu":
+        print("No CUDA GPU found: timing the host on CPU tensors (the same Python layer; tiledmm's CPU "
+              "kernel is plain loops, so the sizes stay small), on one thread.")
+        # torch's thread pool on products this small can wait milliseconds for its workers.
+        torch.set_num_threads(1)
+    calls = 20 if args.quick else 200
+    dtypes = [DTYPES[d] for d in args.dtypes or ["float32", "bfloat16"]]
+    rows = host.measure(args.entries or list(host.ENTRIES), args.sizes or host.SIZES[device], dtypes, device,
+                        calls, args.reps)
+    fields = {"suite": "host", "calls": calls, "reps": args.reps, "threads": torch.get_num_threads(), "rows": rows}
+    return fields, [host.table(rows)], "-host"
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ against the GPU's peak for that dtype (right). Needs matplotlib for the PNG.
 
 A model-suite JSON (--suite models, <device>-<date>-models.json): the table of its summary, per
 model, dtype and precision, and a chart of each product's speedup, one panel per dtype.
+
+A --host JSON (<device>-<date>-host.json): the table of its per-call times.
 """
 
 import argparse
@@ -113,6 +115,22 @@ def summary_markdown(result, with_heading=True):
     return "\n".join(lines)
 
 
+def host_pairs(rows):
+    """A --host run's (tiledmm row, torch row) per entry point, pass, size and dtype."""
+    for t in (r for r in rows if r["impl"] == "tiledmm"):
+        yield t, next(r for r in rows if r["impl"] == "torch" and all(r[k] == t[k] for k in ("entry", "pass", "n", "dtype")))
+
+
+def host_markdown(result):
+    """A --host run's table: per entry point, pass, size and dtype, the host's time per call."""
+    lines = [heading(result), "", "| entry | pass | n | dtype | torch us | tiledmm us | tiledmm / torch |",
+             "|---|---|---:|---|---:|---:|---:|"]
+    for t, ref in host_pairs(result["rows"]):
+        lines.append(f"| {t['entry']} | {t['pass']} | {t['n']} | {t['dtype']} | {ref['us']:.2f} | {t['us']:.2f} | "
+                     f"{t['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
 def chart(result, path):
     import matplotlib
 
@@ -188,6 +206,11 @@ def main():
     args = parser.parse_args()
     with open(args.results) as f:
         result = json.load(f)
+    if result.get("suite") == "host":
+        if args.png or args.readme:
+            parser.error("a --host run has a table only")
+        print(host_markdown(result))
+        return
     models = "summary" in result
     if models:
         print(summary_markdown(result, with_heading=not args.readme))

@@ -1,0 +1,135 @@
+"""The products' lean host path (tiledmm/autograd.py `transformable`): without gradients the
+operator runs below autograd; with them, one eager autograd.Function node per product, not
+torch.library's Python autograd kernel. For every entry point, on CPU and GPU: the graph torch
+would build, with gradients on one input, both or none, under autocast, torch.compile, torch.func
+and torch.jit.trace, with the same values and gradients as torch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import func
+
+import tiledmm
+
+# name -> (tiledmm's call, torch's call, operand shapes (input, weight or other)): linear's
+# operands are (x, w) with a bias that requires a gradient where w does.
+ENTRIES = {
+    "matmul": (tiledmm.matmul, torch.matmul, ((6, 5), (5, 4))),
+    "matmul_nd": (tiledmm.matmul, torch.matmul, ((2, 6, 5), (5, 4))),
+    "mm": (tiledmm.mm, torch.mm, ((6, 5), (5, 4))),
+    "bmm": (tiledmm.bmm, torch.bmm, ((2, 6, 5), (2, 5, 4))),
+    "linear": (lambda x, w: tiledmm.linear(x, w, w[:, 0]), lambda x, w: F.linear(x, w, w[:, 0]), ((6, 5), (4, 5))),
+    "nn.Linear": (lambda x, w: _layer(tiledmm.nn.Linear, x, w), lambda x, w: _layer(torch.nn.Linear, x, w),
+                  ((6, 5), (4, 5))),
+    "enable": (lambda a, b: _enabled(torch.matmul, a, b), torch.matmul, ((6, 5), (5, 4))),
+}
+
+
+def _layer(cls, x, w):
+    """cls (an nn.Linear) with weight w and bias w[:, 0], on x."""
+    layer = cls(w.shape[1], w.shape[0], device="meta")
+    return func.functional_call(layer, {"weight": w, "bias": w[:, 0]}, (x,))
+
+
+def _enabled(fn, *args):
+    with tiledmm.enable():
+        return fn(*args)
+
+
+def _operands(name, device, needs, dtype=torch.float64):
+    shapes = ENTRIES[name][2]
+    return [torch.randn(s, device=device, dtype=dtype, requires_grad=w in needs) for s, w in zip(shapes, "ab")]
+
+
+def _graph_nodes(out):
+    """The names of the nodes of out's graph."""
+    names, stack = [], [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None:
+            names.append(type(node).__name__)
+            stack += [next_node for next_node, _ in node.next_functions]
+    return names
+
+
+@pytest.mark.parametrize("needs", ["", "a", "b", "ab"], ids=["none", "a", "b", "both"])
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_graph_and_gradients_as_torchs(device, name, needs):
+    ours_fn, torch_fn, _ = ENTRIES[name]
+    inputs = _operands(name, device, needs)
+    ours, theirs = ours_fn(*inputs), torch_fn(*inputs)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    assert ours.requires_grad == theirs.requires_grad == bool(needs)
+    if not needs:
+        assert ours.grad_fn is None
+        return
+    nodes = _graph_nodes(ours)
+    assert ("TiledmmBMMBackward" if name == "bmm" else "TiledmmMMBackward") in nodes, nodes  # the lean node
+    assert not any("GeneratedBackwardFor" in n for n in nodes), nodes  # not torch.library's
+    wrt = [x for x in inputs if x.requires_grad]
+    grad = torch.randn_like(ours)
+    for g, h in zip(torch.autograd.grad(ours, wrt, grad), torch.autograd.grad(theirs, wrt, grad)):
+        torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_no_grad_mode_builds_no_graph(device, name):
+    inputs = _operands(name, device, "ab")
+    with torch.no_grad():
+        out = ENTRIES[name][0](*inputs)
+    assert out.grad_fn is None and not out.requires_grad
+
+
+@pytest.mark.parametrize("needs", ["a", "b"])
+@pytest.mark.parametrize("name", ["matmul", "mm", "bmm", "linear"])
+def test_autocast_forward_backward_after_it(device, name, needs):
+    # Mixed-precision training with one operand needing a gradient: the Function saves the cast
+    # operands, so a backward after the autocast block gives a float32 gradient, close to torch's.
+    ours_fn, torch_fn, _ = ENTRIES[name]
+    inputs = _operands(name, device, needs, dtype=torch.float32)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        ours, theirs = ours_fn(*inputs), torch_fn(*inputs)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    (wrt,) = [x for x in inputs if x.requires_grad]
+    grad = torch.randn_like(ours, dtype=torch.float32)
+    (g,), (h,) = torch.autograd.grad(ours.float(), wrt, grad), torch.autograd.grad(theirs.float(), wrt, grad)
+    assert g.dtype == h.dtype == torch.float32
+    torch.testing.assert_close(g, h, rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("needs", ["a", "ab"], ids=["a", "both"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear"])
+def test_compile_fullgraph(device, name, needs):
+    ours_fn, torch_fn, _ = ENTRIES[name]
+    inputs = _operands(name, device, needs)
+    wrt = [x for x in inputs if x.requires_grad]
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *args: ours_fn(*args).square().sum(), fullgraph=True, backend="aot_eager")
+    for g, h in zip(torch.autograd.grad(compiled(*inputs), wrt), torch.autograd.grad(torch_fn(*inputs).square().sum(), wrt)):
+        torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear"])
+def test_func_grad_and_vmap(device, name):
+    ours_fn, torch_fn, _ = ENTRIES[name]
+    a, b = _operands(name, device, "")
+    for argnums in (0, 1):
+        ours = func.grad(lambda x, y: ours_fn(x, y).square().sum(), argnums=argnums)(a, b)
+        theirs = func.grad(lambda x, y: torch_fn(x, y).square().sum(), argnums=argnums)(a, b)
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    # vmap over an operand that requires a gradient: the operators' batching rules, then autograd.
+    batch, b = torch.stack([a, 2 * a]), b.requires_grad_()
+    ours, theirs = func.vmap(ours_fn, in_dims=(0, None))(batch, b), func.vmap(torch_fn, in_dims=(0, None))(batch, b)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.autograd.grad(ours.sum(), b), torch.autograd.grad(theirs.sum(), b),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["no_grad", "grad"])
+def test_jit_trace_records_the_operator(device, requires_grad):
+    a, b = (torch.randn(4, 3, device=device, requires_grad=requires_grad) for _ in range(2))
+    traced = torch.jit.trace(tiledmm.matmul, (a, b.mT), check_trace=False)
+    graph = str(traced.graph)
+    assert "tiledmm::mm" in graph and "PythonOp" not in graph, graph
+    torch.testing.assert_close(traced(a, b.mT), a @ b.mT)
