@@ -70,7 +70,7 @@ def _load_example():
 def test_every_product_of_the_gpt_runs_on_tiledmm(device, precision):
     example = _load_example()
     args = example.parse_args(["--tiny", "--device", device])
-    model, _, route, autocast = example.new_run(args, "tiledmm", precision, torch.device(device), None)
+    model, _, _, route, autocast = example.new_run(args, "tiledmm", precision, torch.device(device), None)
     tokens = torch.randint(args.vocab, (2, args.seq), device=device)
     with route(), OpLog() as log:
         with autocast():
