@@ -232,7 +232,11 @@ def report(result, every):
               f"tiledmm {gaps['tiledmm']:.2e} (tolerance {PARALLEL_TOLERANCE[result['precision']]:.0e})")
 
 
-def commit():
+def commit(given=None):
+    """The commit the results are recorded under: --commit, else the checkout's (a copied tree's
+    .git may be older than its files: pass --commit there)."""
+    if given:
+        return given
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
@@ -249,7 +253,7 @@ def run(args, device, rank=0, world=1):
         return
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     output = {
-        "device": name, "torch": torch.__version__, "commit": commit(), "date": datetime.date.today().isoformat(),
+        "device": name, "torch": torch.__version__, "commit": commit(args.commit), "date": datetime.date.today().isoformat(),
         "model": {key: getattr(args, key) for key in ("layers", "dim", "heads", "vocab", "batch", "seq")},
         "steps": args.steps, "lr": args.lr, "configurations": results,
     }
@@ -301,6 +305,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda or cpu")
     parser.add_argument("--every", type=int, help="print the losses every this many steps")
     parser.add_argument("--out", help="the results JSON (default bench/results/<device>-<date>-train_gpt*.json)")
+    parser.add_argument("--commit", help="the commit to record (default: the checkout's)")
     args = parser.parse_args(argv)
     for key, value in (TINY if args.tiny else FULL).items():
         if getattr(args, key) is None:

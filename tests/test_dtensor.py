@@ -143,5 +143,7 @@ def test_one_rank_compiled(one_rank_mesh):
     loss = torch.compile(lambda x, y: tiledmm.matmul(x, y).sin().sum(), backend="aot_eager", fullgraph=True)
     loss(da, db).backward()
     (a @ b).sin().sum().backward()
-    assert da.grad.placements == (Shard(0),)
+    # On one rank Shard(0) and Replicate() hold the same data: torch 2.11's compiled backward picks
+    # Replicate(), 2.14's Shard(0).
+    assert da.grad.placements in ((Shard(0),), (Replicate(),))
     torch.testing.assert_close(da.grad.full_tensor(), a.grad)
