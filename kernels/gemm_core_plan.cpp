@@ -83,7 +83,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
                                                 (ranges - 1) * part / kPartReadRate);
       consider(tile, tiles, 0, clusters, most, kWorkspaceCost + static_cast<double>(longest) * unit + meet);
     };
-    if (p.splits_override >= 2) {  // forced: no estimate, the first tile tried (or the forced one) runs
+    if (p.splits_override >= 2) {  // forced: stream-K alone, the forced tile or the best estimate's
       stream_k(std::min(gpu, tiles * p.splits_override));
       continue;
     }
