@@ -16,20 +16,28 @@ namespace {
 constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.5, 1.01, 0.85};
 }  // namespace
 
+int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
+
 bool core_takes(const GemmProblem& p) {
-  auto aligned = [](const MatrixOperand& x) {
-    return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * 2 % 16 == 0 && x.batch_stride * 2 % 16 == 0;
+  const int64_t size = 128 / core_bk(p);
+  auto aligned = [&](const MatrixOperand& x) {
+    return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * size % 16 == 0 && x.batch_stride * size % 16 == 0;
   };
   // The walk numbers one matrix's tiles in 32 bits; K tiles too.
   const int64_t m_tiles = (p.m + kCoreBM - 1) / kCoreBM, n_tiles = (p.n + 63) / 64;
   const bool fits = p.k > 0 && p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles < INT32_MAX;
   // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
   if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
-  return aligned(p.a) && aligned(p.b) && p.k >= kCoreMinK && fits;
+  // TF32 from shared memory is K-major only (the TMA cannot transpose 4-byte elements).
+  const bool layout = size == 2 || (p.a.row_major && !p.b.row_major);
+  return aligned(p.a) && aligned(p.b) && layout && p.k >= kCoreMinK && fits;
 }
 
 CorePlan plan_core(const GemmProblem& p, int num_sms) {
-  constexpr double kSmRate = 6.5e12;   // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU)
+  // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU in 16 bits; TF32's tensor cores
+  // run at half the rate, on a K tile of half the elements: the same time a K tile).
+  const int bk = core_bk(p);
+  const double sm_rate = bk == 64 ? 6.5e12 : 3.25e12;
   // What a stream-K item's meeting costs, fitted to H100 runs of ranges cut evenly (bench/NOTES.md
   // item 153): every block writes its float32 part at once (kPartWriteRate, the L2's), and the last
   // range reads the others' (kPartReadRate, one SM's). 768 x 8192 x 768 on 128 x 256 tiles took
@@ -45,7 +53,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
   // clusters, 84 alone), so it is not charged there.
   constexpr double kClusterCost = 2.5e-6;
-  const int64_t k_tiles = std::max<int64_t>(1, (p.k + kCoreBK - 1) / kCoreBK);
+  const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
   CorePlan best{};
   double best_time = 0;
   // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters, each an even share of
@@ -65,7 +73,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
-    const double unit = 2.0 * kCoreBM * bn * kCoreBK / (kSmRate * kCoreTileRate[tile]);  // one K tile of a block
+    const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * kCoreTileRate[tile]);  // one K tile of a block
     // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
     // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two
     // tiles' ranges, so it meets others twice, and a tile has one range more. Every cluster has a
@@ -96,8 +104,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     if (gpu % tiles != 0) stream_k(std::min(gpu, tiles * kMaxParts));
   }
   // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
-  // 16-bit wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
-  const double ideal = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * kSmRate);
+  // wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
+  const double ideal = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
   best.fits = p.tile_override >= kCoreTileBase || best_time <= kMaxSlowdown * ideal;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;

@@ -1,20 +1,23 @@
-// The general Hopper GEMM core (sm_90a) for 16-bit operands: persistent, warp-specialized blocks
-// that walk the output tiles in groups of rows (so that the tiles running at once share their
-// operands' lines in the L2), both operands by bulk tensor copies (TMA) in any of the four layouts,
-// and wgmma reading them from shared memory.
+// The general Hopper GEMM core (sm_90a): persistent, warp-specialized blocks that walk the output
+// tiles in groups of rows (so that the tiles running at once share their operands' lines in the
+// L2), both operands by bulk tensor copies (TMA), and wgmma reading them from shared memory. It
+// takes 16-bit operands in any of the four layouts, and float32 ones as TF32 where both are K-major
+// (x @ W^T): wgmma reads TF32 from shared memory K-major only, and the TMA, which cannot transpose
+// 4-byte elements, rounds them to nearest TF32 on the way (a TFLOAT32 tensor map).
 //
 // A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
 // full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
 // empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile: four
-// m64nBNk16 wgmmas a K tile, one tile's wgmmas left in flight while the next tile's are issued, the
-// stage of the tile before released as they retire. The producer runs on into the next work item
-// while the math warps stage the last one's result for TMA stores (OutputPass), so each item's first
-// stages are ready when its math starts and the stores run beside the next item's products. 16-bit
-// operands reach wgmma in either orientation: a K-major operand's tile is one box of its lines, an
-// MN-major one's a box per 64-element column block (BulkTileLoader), both in the 128-byte swizzle
-// wgmma's descriptors name. In clusters of two (CoreTile::kCluster), the blocks take row tiles above
-// one another and each copies half of their common B tile into both (multicast).
+// wgmmas a K tile (m64nBNk16, or k8 for TF32: a K tile is one 128-byte row of either), one tile's
+// wgmmas left in flight while the next tile's are issued, the stage of the tile before released as
+// they retire. The producer runs on into the next work item while the math warps stage the last
+// one's result for TMA stores (OutputPass), so each item's first stages are ready when its math
+// starts and the stores run beside the next item's products. 16-bit operands reach wgmma in either
+// orientation: a K-major operand's tile is one box of its lines, an MN-major one's a box per
+// 64-element column block (BulkTileLoader), both in the 128-byte swizzle wgmma's descriptors name.
+// In clusters of two (CoreTile::kCluster), the blocks take row tiles above one another and each
+// copies half of their common B tile into both (multicast).
 //   A work item is one output tile of one matrix of the batch over a range of its K tiles (CoreWalk:
 // whole tiles first, then stream-K's even shares of the rest). The ranges of a tile meet in a
 // workspace (CoreParts): each leaves its float32 accumulators there, and the one that finishes last
@@ -35,19 +38,20 @@
 
 namespace tiledmm {
 
-// BM x BN outputs per block and work item, K in tiles of one 128-byte row of 16-bit elements, as many
-// stages as 192 KiB of shared memory holds (4 of 128 x 256, 6 of 128 x 128, 8 of 128 x 64).
+// BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
+// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256, 6 of
+// 128 x 128, 8 of 128 x 64).
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
-template <int BN_, int kCluster_ = 1>
+template <int BN_, int kCluster_ = 1, int kElemBytes = 2>
 struct CoreTile {
-  static constexpr int BM = 128, BN = BN_, BK = 64, kCluster = kCluster_;
+  static constexpr int BM = 128, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
   static constexpr int kMathGroups = BM / 64;
   static constexpr int kMathThreads = 128 * kMathGroups;
   static constexpr int kThreads = kMathThreads + 128;  // and one producer warpgroup
   static constexpr int kAStageElems = BM * BK, kBStageElems = BN * BK;
-  static constexpr int kStageBytes = (kAStageElems + kBStageElems) * 2;
+  static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
   // Each math warpgroup stages its rows' outputs for the bulk copies in 16 KiB (OutputPass).
   static constexpr int kOutputBytes = kMathGroups * 16 * 1024;
   static constexpr int kStages = (192 * 1024 / kStageBytes) < 8 ? 192 * 1024 / kStageBytes : 8;
@@ -262,20 +266,21 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
   }
 }
 
-// kAKMajor: A's tiles K-major (A row-major); kBKMajor: B's tiles K-major (B column-major, x @ W^T).
-// maps: both operands' tensor maps (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN
-// K-major, 64-element column blocks by BK lines MN-major); output_map: C's (make_output_map, boxes
+// T: a 16-bit type, or float (TF32 products, both operands K-major). kAKMajor: A's tiles K-major (A
+// row-major); kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
+// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, 64-element column
+// blocks by BK lines MN-major; TFLOAT32 for float); output_map: C's (make_output_map, boxes
 // of one 128-byte chunk by 64 rows), where C's layout allows one; ws: stream-K's workspace.
 template <typename T, class Tile, bool kAKMajor, bool kBKMajor>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
     gemm_core_kernel(const GemmArgs<T, T> args, const __grid_constant__ OperandMaps maps,
                      const __grid_constant__ TensorMap output_map, const CoreWalk walk, const CoreParts ws) {
-  static_assert(sizeof(T) == 2, "16-bit operands");
+  static_assert(sizeof(T) == 2 || (sizeof(T) == 4 && kAKMajor && kBKMajor), "16-bit operands, or K-major TF32");
   if constexpr (!wgmma::kCompiled) {
     __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
   } else {
     constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
-    constexpr int kStep = 16, kSteps = BK / kStep, kRowBytes = 128;
+    constexpr int kStep = 32 / static_cast<int>(sizeof(T)), kSteps = BK / kStep, kRowBytes = 128;  // a wgmma's k: 32 bytes
     constexpr int kCluster = Tile::kCluster;
     using ALoader = BulkTileLoader<T, BM, BK, kAKMajor>;
     using BLoader = BulkTileLoader<T, BN, BK, kBKMajor, kCluster>;
@@ -336,8 +341,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     } else {
       sync::set_registers<Tile::kMathRegisters, true>();
       // Descriptors of k step s of this group's 64 rows of A and of B in a stage. K-major tiles
-      // advance 32 bytes along their 128-byte rows a step; MN-major ones 16 k rows (BK elements
-      // each), their 64-element column blocks BK rows of 128 bytes apart.
+      // advance 32 bytes along their 128-byte rows a step; MN-major ones (16-bit) 16 k rows (BK
+      // elements each), their 64-element column blocks BK rows of 128 bytes apart.
       auto a_descriptor = [&](int stage, int s) {
         const T* tile = a_stages + stage * Tile::kAStageElems + group * 64 * BK;
         if constexpr (kAKMajor) return wgmma::descriptor(tile + s * kStep, 16, 8 * kRowBytes);
@@ -372,9 +377,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           wgmma::fence_operands(acc);
           wgmma::fence();
 #pragma unroll
-          for (int s = 0; s < kSteps; ++s)
-            wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
-                acc, a_descriptor(stage, s), b_descriptor(stage, s));
+          for (int s = 0; s < kSteps; ++s) {
+            if constexpr (sizeof(T) == 4)
+              wgmma::mma_tf32_m64k8<BN>(acc, a_descriptor(stage, s), b_descriptor(stage, s));
+            else
+              wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
+                  acc, a_descriptor(stage, s), b_descriptor(stage, s));
+          }
           wgmma::commit_group();
           wgmma::wait_group<1>();  // the previous tile's wgmmas have retired
           wgmma::fence_operands(acc);

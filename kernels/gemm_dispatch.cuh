@@ -1031,18 +1031,20 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
 template <>
 std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceLimits& device);
 
-// The Hopper GEMM core for 16-bit operands (gemm_core_sm90.cuh, configured by gemm_core_plan.h):
-// its run_family and describe_family are defined with its kernels (gemm_cuda_core_<type>_sm90.cu).
+// The Hopper GEMM core (gemm_core_sm90.cuh, configured by gemm_core_plan.h) for 16-bit operands and
+// TF32 (T = float): its run_family and describe_family are defined with its kernels
+// (gemm_cuda_core_<type>_sm90.cu).
 template <typename T>
 struct CorePath {};
-template <>
-void run_family<CorePath<__half>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);
-template <>
-void run_family<CorePath<__nv_bfloat16>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);
-template <>
-std::string describe_family<CorePath<__half>>(const GemmProblem& p, const DeviceLimits& device);
-template <>
-std::string describe_family<CorePath<__nv_bfloat16>>(const GemmProblem& p, const DeviceLimits& device);
+#define TILEDMM_CORE_PATH(T)                                                                                   \
+  template <>                                                                                                   \
+  void run_family<CorePath<T>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device);          \
+  template <>                                                                                                   \
+  std::string describe_family<CorePath<T>>(const GemmProblem& p, const DeviceLimits& device);
+TILEDMM_CORE_PATH(__half)
+TILEDMM_CORE_PATH(__nv_bfloat16)
+TILEDMM_CORE_PATH(float)
+#undef TILEDMM_CORE_PATH
 
 inline bool exact_is_faster_and_as_accurate(const GemmProblem& p, int num_sms) {
   using Medium = std::tuple_element_t<kMedium, ExactFloatFamily::Tiles>;
@@ -1062,6 +1064,10 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
           return f(Wgmma3xTf32Family{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
+        if (device.wgmma && core_takes(p))
+          return f(CorePath<float>{}, "precision tf32: inputs rounded to TF32; both operands K-major (x @ W^T), "
+                                      "16-byte aligned, K > " + std::to_string(kCoreMinK - 1) +
+                                      ": the Hopper GEMM core");
         if (device.wgmma) return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");
       case Precision::kHighest:

@@ -56,11 +56,14 @@ def cases(only_core=False):
     # (recomputed exactly).
     scaled_split = itertools.product([False], [None], [1], [(torch.float32, 3, 1e-5)], [False, True], [False, True],
                                      [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
-    # The Hopper GEMM core (tiles 4-8, 16-bit operands with 16-byte aligned lines; 7 and 8 in clusters
-    # of two): ragged edges on every side, K over several stages and in slices, a batch and a
-    # persistent walk of more work items than SMs (140 matrices).
-    core = itertools.product([False], range(4, 9), [1, 3], PATHS[4:], [False, True], [False, True],
-                             [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24)])
+    # The Hopper GEMM core (tiles 4-8, 16-bit operands with 16-byte aligned lines in every layout, TF32
+    # with both operands K-major; 7 and 8 in clusters of two): ragged edges on every side, K over
+    # several stages and in slices, a batch and a persistent walk of more work items than SMs (140
+    # matrices).
+    core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24)]
+    core = itertools.chain(
+        itertools.product([False], range(4, 9), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
+        itertools.product([False], range(4, 9), [1, 3], PATHS[2:3], [False], [True], core_shapes))
     if only_core:
         return core
     return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split, core)

@@ -45,6 +45,21 @@ def rel_err(out, ref):
     ref = ref.double()
     return ((out.double() - ref).norm() / ref.norm()).item()
 
+def rounded_to_tf32(x):
+    """cvt.rna.tf32.f32 on finite values: the nearest 10-bit mantissa, ties away from zero (sm_90
+    rounds ties to even: they differ on exact ties only, far inside check_tf32_product's bound)."""
+    return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def check_tf32_product(out, a, b):
+    """TF32's contract: the float32 product of the inputs rounded to nearest TF32. Tensor cores read
+    only an input's top 19 bits, so a kernel that skips the rounding (on either operand) lands
+    about 3e-4 away; float32 summation error is far below the bound."""
+    assert torch.isfinite(out).all(), "non-finite elements: unwritten (poisoned) or overflowed"
+    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
+    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+
+
 
 # TF32 rounds each input to 11 significant bits: products within 2^-10 relative.
 TF32_BOUND = 2.0**-10

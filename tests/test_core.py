@@ -1,14 +1,15 @@
-"""The Hopper GEMM core (16-bit operands, gemm_core_sm90.cuh): every tile (with and without
-clusters), layout and cut of K into stream-K ranges (the operator's `splits`; even cuts where the
-clusters are a multiple of the tiles) at shapes whose edges fall inside a tile, batches (broadcast
-ones too), persistent walks of more work items than SMs, and the dispatcher's rule for which
-problems it takes and how."""
+"""The Hopper GEMM core (gemm_core_sm90.cuh; 16-bit operands in every layout, TF32 with both
+operands K-major): every tile (with and without clusters), layout and cut of K into stream-K ranges
+(the operator's `splits`; even cuts where the clusters are a multiple of the tiles) at shapes whose
+edges fall inside a tile, batches (broadcast ones too), persistent walks of more work items than
+SMs, and the dispatcher's rule for which problems it takes and how."""
 
 import pytest
 import torch
 
 import tiledmm
-from _util import HOPPER_ONLY, LAYOUTS, check_against_reference, operands, poisoned, requires_gpu
+from _util import (HOPPER_ONLY, LAYOUTS, PRECISION_CODES, check_against_reference, check_tf32_product, operands,
+                   poisoned, requires_gpu)
 
 pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
@@ -19,6 +20,8 @@ HALF_DTYPES = [torch.float16, torch.bfloat16]
 # Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
 # row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.
 SHAPES = [(8, 72, 8), (40, 264, 72), (136, 1032, 264), (264, 520, 392), (128, 4104, 256)]
+TF32 = PRECISION_CODES["tf32"]
+
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
@@ -146,12 +149,60 @@ def test_model_layer_products(dtype):
         check_against_reference(out, a, b)
 
 
+@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("splits", [1, 3, 7])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_every_tf32_core_variant(m, k, n, splits, tile):
+    """TF32 on the core: x @ W^T (both operands K-major, the one layout wgmma reads TF32 in), each
+    operand rounded to nearest TF32 by the TMA, on every tile and cut of K."""
+    a, b = operands(m, k, n, "nt", torch.float32, "cuda", batch=(3,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, TF32), (3, m, n), torch.float32, "cuda")
+    check_tf32_product(out, a, b)
+
+
+@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("splits", [2, 5, 8])
+def test_tf32_even_cuts_and_broadcast_batch(tile, splits):
+    """TF32 K cut evenly into 2-8 ranges a tile, over a batch whose W is broadcast (stride 0)."""
+    a = torch.randn(2, 264, 4104, device="cuda")
+    b = torch.randn(1, 136, 4104, device="cuda").expand(2, 136, 4104).mT
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, TF32), (2, 264, 136), torch.float32, "cuda")
+    check_tf32_product(out, a, b)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dispatcher_sends_tf32_x_w_t_to_the_core(layout):
+    """TF32 takes the core where both operands are K-major (nt); the other layouts keep the TF32
+    wgmma family, whose producer transposes an MN-major B (wgmma reads TF32 K-major only)."""
+    a, b = operands(520, 1032, 264, layout, torch.float32, "cuda")
+    text = tiledmm.explain(a, b, precision="tf32")
+    assert (CORE in text) == (layout == "nt"), text
+    assert CORE not in tiledmm.explain(a, b, precision="highest")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), (520, 264), torch.float32, "cuda")
+    check_tf32_product(out, a, b)
+
+
+def test_tf32_linear_layer_with_a_wide_output():
+    """A language model's head in TF32 (x @ W^T, 2048 x 768 -> 50304 outputs): the core, in groups
+    of row tiles."""
+    x = torch.randn(2048, 768, device="cuda")
+    w = torch.randn(50304, 768, device="cuda")
+    text = tiledmm.explain(x, w.T, precision="tf32")
+    assert CORE in text and "in groups of" in text
+    out, _ = poisoned(lambda: tiledmm.matmul(x, w.T, precision="tf32"), (2048, 50304), torch.float32, "cuda")
+    check_tf32_product(out, x, w.T)
+
+
 def test_forced_core_tiles_say_what_is_wrong():
-    """A core tile index past the core's, and a core tile forced on operands its tensor maps cannot
-    read (rows of 33 bf16 elements: 66 bytes apart), are refused with errors that say so."""
+    """A core tile index past the core's, a core tile forced on operands its tensor maps cannot
+    read (rows of 33 bf16 elements: 66 bytes apart), and one forced on TF32 operands that are not
+    both K-major are refused with errors that say so."""
     a, b = operands(40, 264, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="out of range: the Hopper GEMM core's tiles are 4 ... 8"):
         ops._bmm_with_config(a, b, 9, 1, 0)
     a, b = operands(40, 33, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="16-byte aligned"):
         ops._bmm_with_config(a, b, 4, 1, 0)
+    a, b = operands(40, 264, 72, "nn", torch.float32, "cuda", batch=(2,))
+    with pytest.raises(RuntimeError, match="reads TF32 operands K-major only: A row-major and B column-major"):
+        ops._bmm_with_config(a, b, 4, 1, TF32)

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import tiledmm
-from _util import DTYPES, HOPPER_ONLY, LAYOUTS, PRECISION_CODES, check_against_reference, operands, poisoned, rel_err, requires_gpu
+from _util import (DTYPES, HOPPER_ONLY, LAYOUTS, PRECISION_CODES, check_against_reference, check_tf32_product, operands,
+                   poisoned, rel_err, rounded_to_tf32, requires_gpu)
 
 pytestmark = requires_gpu
 ops = torch.ops.tiledmm
@@ -348,12 +349,6 @@ def test_wgmma_float32_batched_and_shared_operands(precision, layout, shared):
     check_against_reference(out, a, b, tf32=precision == "tf32")
 
 
-def rounded_to_tf32(x):
-    """cvt.rna.tf32.f32 on finite values: the nearest 10-bit mantissa, ties away from zero (sm_90
-    rounds ties to even: they differ on exact ties only, far inside the tolerance below)."""
-    return ((x.contiguous().view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
-
-
 @pytest.mark.parametrize("wgmma", [True, False], ids=["default", "wgmma-off"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m,k,n", [(130, 456, 67), (200, 456, 264)])
@@ -365,8 +360,7 @@ def test_tf32_rounds_each_input_to_nearest(monkeypatch, wgmma, layout, m, k, n):
         monkeypatch.setenv("TILEDMM_NO_WGMMA", "1")
     a, b = operands(m, k, n, layout, torch.float32, "cuda")
     out = tiledmm.matmul(a, b, precision="tf32")
-    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
-    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+    check_tf32_product(out, a, b)
 
 
 BULK_B = "through a TFLOAT32 tensor map"
@@ -403,8 +397,7 @@ def test_tf32_bulk_b_tiles_round_to_nearest(tile, splits, layout, operand):
     a, b = _bulk_b_operand_variant(a, b, layout, operand)
     out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, tile, splits, 2), (batch, 200, 136),
                       torch.float32, "cuda")
-    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
-    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+    check_tf32_product(out, a, b)
 
 
 def _misaligned_operands(case, batch=3, m=203, n=301, layout="nn"):
@@ -456,8 +449,7 @@ def test_tf32_residue_class_tiles_round_to_nearest(layout, case, splits):
     a, b = _misaligned_operands(case, layout=layout)
     shape = (a.shape[0], a.shape[1], b.shape[2])
     out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, 0, splits, 2), shape, torch.float32, "cuda")
-    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
-    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+    check_tf32_product(out, a, b)
 
 
 @HOPPER_ONLY
@@ -468,8 +460,7 @@ def test_tf32_residue_class_more_matrices_than_the_grid():
     a = torch.randn(65536, 8, 7, device="cuda")
     b = torch.randn(65536, 8, 9, device="cuda")[:, :7]
     out, _ = poisoned(lambda: torch.ops.tiledmm._bmm_with_config(a, b, 0, 1, 2), (65536, 8, 9), torch.float32, "cuda")
-    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
-    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+    check_tf32_product(out, a, b)
 
 
 @HOPPER_ONLY
@@ -645,8 +636,7 @@ def test_tf32_bulk_b_unusual_strides(case):
     assert BULK_B in tiledmm.explain(a, b, precision="tf32")
     shape = (*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), shape, torch.float32, "cuda")
-    exact = rounded_to_tf32(a).double() @ rounded_to_tf32(b).double()
-    assert rel_err(out, exact) < 2e-5, rel_err(out, exact)
+    check_tf32_product(out, a, b)
 
 
 @HOPPER_ONLY
