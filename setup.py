@@ -8,7 +8,9 @@ and torch >= 2.10. Building needs nvcc, never a GPU.
 
 import glob
 import os
+import re
 import shutil
+import subprocess
 
 from setuptools import setup
 
@@ -35,25 +37,55 @@ def find_cuda_home():
 
 
 def gpu_targets():
-    """nvcc's -gencode flags and whether sm_90a (Hopper's wgmma) is among them. By default native
-    code for Ampere (sm_80) and Hopper (sm_90a, which only compute capability 9.0 runs) and PTX of
-    compute_90 that newer GPUs compile at load time. TORCH_CUDA_ARCH_LIST (e.g. "8.9;9.0a")
-    overrides; without "9.0a" in it, Hopper runs the mma.sync kernels."""
+    """nvcc's -gencode flags (none where torch makes them from TORCH_CUDA_ARCH_LIST), whether sm_90a
+    (Hopper's wgmma) is among them, and the compute capabilities (10 major + minor; sm_90a as 90)
+    the build holds machine code for and PTX of, from which tiledmm.explain names the code a GPU
+    runs (None where TORCH_CUDA_ARCH_LIST names architectures, as "Ampere").
+
+    By default, native code for every NVIDIA generation CUDA 13 builds: Ampere and Ada (sm_80, which
+    8.6 and 8.9 run), Hopper (sm_90a: wgmma and TMA kernels; only compute capability 9.0 runs it),
+    data-center Blackwell (sm_100, also 10.3) and desktop Blackwell (sm_120, also 12.1), plus
+    compute_80 PTX that any later GPU compiles at load time. The mma.sync kernels use nothing past
+    sm_80, so one front-end pass (compute_80) serves sm_80, sm_100, sm_120 and the PTX: each more
+    target costs only ptxas, and PTX of an older virtual architecture JIT-compiles on more GPUs.
+    TORCH_CUDA_ARCH_LIST (e.g. "8.9;9.0a", or "12.0" to build for one GPU only, faster) overrides;
+    without "9.0a" in it, Hopper runs the mma.sync kernels."""
     arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if arch_list:
-        archs = [a.split("+")[0] for a in arch_list.replace(" ", ";").split(";")]
+        entries = [e for e in arch_list.replace(" ", ";").split(";") if e]
+        archs = [e.split("+")[0] for e in entries]
         if "9.0a" in archs and "9.0" in archs:
             # With both an sm_90 and an sm_90a image, the one the driver loads decides whether
             # the wgmma kernels exist; tiledmm's dispatcher must know that at build time.
             raise RuntimeError(f"tiledmm: TORCH_CUDA_ARCH_LIST={arch_list!r} names both 9.0 and 9.0a; "
                                "name one (9.0a for Hopper's wgmma kernels)")
-        return [], "9.0a" in archs
-    targets = [("80", "sm_80"), ("90a", "sm_90a"), ("90", "compute_90")]
-    return [f"-gencode=arch=compute_{arch},code={code}" for arch, code in targets], True
+        number = lambda arch: int(arch.rstrip("a").replace(".", ""))  # noqa: E731
+        if not all(re.fullmatch(r"\d+\.\d+a?(\+PTX)?", e) for e in entries):
+            return [], "9.0a" in archs, None, None  # named architectures ("Ampere"): torch's table
+        sass = [number(e.split("+")[0]) for e in entries]
+        ptx = [number(e.split("+")[0]) for e in entries if e.endswith("+PTX")]
+        return [], "9.0a" in archs, sass, ptx
+    blackwell = ["sm_100", "sm_120"] if nvcc_version() >= (12, 8) else []
+    if not blackwell:
+        print("tiledmm: nvcc before 12.8 builds no Blackwell (sm_100, sm_120) code; those GPUs will compile the "
+              "compute_80 PTX at first use")
+    ampere_codes = ",".join(["sm_80", *blackwell, "compute_80"])
+    sass = [80, 90] + [int(code[3:]) for code in blackwell]
+    return [f"-gencode=arch=compute_80,code=[{ampere_codes}]", "-gencode=arch=compute_90a,code=sm_90a"], True, sass, [80]
+
+
+def nvcc_version():
+    """(major, minor) of CUDA_HOME's nvcc."""
+    nvcc = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+    text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"release (\d+)\.(\d+)", text)
+    if not match:
+        raise RuntimeError(f"tiledmm: could not read the CUDA version from `{nvcc} --version`:\n{text}")
+    return int(match.group(1)), int(match.group(2))
 
 
 os.environ["CUDA_HOME"] = find_cuda_home()
-GENCODE, WITH_SM90A = gpu_targets()
+GENCODE, WITH_SM90A, SASS, PTX = gpu_targets()
 
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E402
 
@@ -76,7 +108,9 @@ setup(
                 # USE_CUDA declares aoti_torch_get_current_cuda_stream in the shim header.
                 # With -gencode flags given here, torch adds none from TORCH_CUDA_ARCH_LIST.
                 "nvcc": ["-O3", "-DUSE_CUDA", *STABLE_ABI, *GENCODE]
-                + (["-DTILEDMM_SM90A"] if WITH_SM90A else []),
+                + (["-DTILEDMM_SM90A"] if WITH_SM90A else [])
+                + ([f"-DTILEDMM_SASS_TARGETS={','.join(map(str, SASS))}",
+                    f"-DTILEDMM_PTX_TARGETS={','.join(map(str, PTX))}"] if SASS is not None else []),
             },
             py_limited_api=True,
         )

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # tiledmm's GPU checks, run on a machine with a GPU from a checkout plus a prebuilt wheel:
-#   scripts/gpu_check.sh [WHEEL] [LOG_DIR]
+#   scripts/gpu_check.sh [WHEEL] [LOG_DIR] [PTX_WHEEL]
 # Installs the wheel into a private folder, runs the test suite (GPU tests included; 500 property
 # cases per property test unless TILEDMM_PROPERTY_EXAMPLES says otherwise), runs compute-sanitizer
 # memcheck, racecheck, initcheck and synccheck over every kernel variant at small odd shapes, and
-# prints a summary. Exits non-zero if anything failed.
+# prints a summary. With PTX_WHEEL (default: dist-ptx/tiledmm-*.whl where it exists; build it with
+# TORCH_CUDA_ARCH_LIST="8.0+PTX" pip wheel --no-deps -w dist-ptx .), also the PTX route: that
+# wheel's compute_80 PTX compiled by the driver at first use, as on a GPU without native code in the
+# wheel, over every dtype and precision (scripts/ptx_route.py; LOG_DIR/ptx_route.json records the
+# first-call time). Exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 wheel=${1:-$(ls dist/tiledmm-*.whl 2>/dev/null | head -n 1)}
 logs=${2:-${OUT:-/tmp/tiledmm-gpu-check}}
+ptx_wheel=${3:-$(ls dist-ptx/tiledmm-*.whl 2>/dev/null | head -n 1)}
 [ -f "$wheel" ] || { echo "gpu_check: no wheel given or found in dist/" >&2; exit 2; }
 mkdir -p "$logs"
 
@@ -38,5 +43,16 @@ for tool in memcheck racecheck initcheck synccheck; do
         | tee -a "$logs/sanitizer-summary.txt"
 done
 
-echo "== gpu_check summary: pytest exit $tests_rc ($(grep -E '[0-9]+ (passed|failed)' "$logs/pytest.log" | tail -n 1)); sanitizers exit $sanitizer_rc"
-[ "$tests_rc" -eq 0 ] && [ "$sanitizer_rc" -eq 0 ]
+ptx_rc=0
+if [ -n "$ptx_wheel" ]; then
+    ptx_site=$(mktemp -d)
+    python3 -m pip install -q --no-deps --no-index --no-compile --target "$ptx_site" "$ptx_wheel" || exit 2
+    # An empty kernel cache, so that the driver compiles every kernel this run uses.
+    CUDA_CACHE_PATH=$(mktemp -d) PYTHONPATH=$ptx_site python3 scripts/ptx_route.py > "$logs/ptx_route.json" \
+        2> "$logs/ptx_route.log"
+    ptx_rc=$?
+    echo "PTX route: exit $ptx_rc | $(tail -n 1 "$logs/ptx_route.log")"
+fi
+
+echo "== gpu_check summary: pytest exit $tests_rc ($(grep -E '[0-9]+ (passed|failed)' "$logs/pytest.log" | tail -n 1)); sanitizers exit $sanitizer_rc; PTX route exit $ptx_rc"
+[ "$tests_rc" -eq 0 ] && [ "$sanitizer_rc" -eq 0 ] && [ "$ptx_rc" -eq 0 ]
