@@ -95,7 +95,8 @@ from torch.utils.cpp_extension import BuildExtension, CUDAExtension  # noqa: E40
 STABLE_ABI = ["-DTORCH_TARGET_VERSION=0x020a000000000000"]
 
 here = os.path.dirname(os.path.abspath(__file__))
-sources = sorted(glob.glob(os.path.join("kernels", "*.cpp")) + glob.glob(os.path.join("kernels", "*.cu")))
+sources = sorted(glob.glob(os.path.join("kernels", "**", "*.cpp"), recursive=True)
+                 + glob.glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
 
 setup(
     ext_modules=[

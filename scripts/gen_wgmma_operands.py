@@ -1,4 +1,5 @@
-"""Writes kernels/wgmma_operands.h: the operand lists of the wgmma wrappers in kernels/wgmma.cuh.
+"""Writes kernels/cuda/sm90/wgmma_operands.h: the operand lists of the wgmma wrappers in
+kernels/cuda/sm90/wgmma.cuh.
 
 A wgmma m64nNk16 with float32 accumulators takes N / 2 accumulator registers per thread, each an
 inline-assembly operand; writing 128 of them by hand invites mistakes, so they are generated:
@@ -39,6 +40,7 @@ def header() -> str:
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "wgmma_operands.h")
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "kernels", "cuda", "sm90", "wgmma_operands.h")
     with open(path, "w") as f:
         f.write(header())

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../kernels/ptx.cuh"
+#include "../kernels/cuda/common/ptx.cuh"
 
 constexpr int kChains = 8;  // independent accumulators per warp: enough to cover the latency
 constexpr int kIters = 4096;

@@ -5,14 +5,14 @@
 // at named barriers. No global memory traffic: the rate is the loop's own. Reported as the
 // fraction of the tensor cores' dense TF32 peak (1024 multiply-adds per clock per SM).
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/wgmma_tf32_probe \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -o /tmp/wgmma_tf32_probe \
 //     scripts/wgmma_tf32_probe.cu && /tmp/wgmma_tf32_probe
 #include <cstdio>
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
-#include "../kernels/wgmma.cuh"
+#include "../kernels/cuda/sm90/wgmma.cuh"
 
 using namespace tiledmm;
 

@@ -36,6 +36,6 @@ def test_sdist_ships_kernel_sources(tmp_path):
     (sdist,) = tmp_path.glob("tiledmm-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {Path(n).relative_to(Path(n).parts[0]).as_posix() for n in tar.getnames() if "/" in n}
-    expected = {str(p.relative_to(REPO)) for p in (REPO / "kernels").iterdir()}
+    expected = {p.relative_to(REPO).as_posix() for p in (REPO / "kernels").rglob("*") if p.is_file()}
     expected |= {"setup.py", "pyproject.toml", "README.md", "LICENSE", "tiledmm/__init__.py"}
     assert expected <= names, sorted(expected - names)

@@ -1,4 +1,5 @@
-"""'highest' at short K on Hopper: float32 products from scaled float16 splits (kernels/scaled_split.cuh).
+"""'highest' at short K on Hopper: float32 products from scaled float16 splits
+(kernels/cuda/sm90/scaled_split.cuh).
 
 The path runs where 32 < K <= 64 and the output fills the GPU (at least two 128 x 128 tiles per SM).
 Each test checks first that its problem takes the path, so that none passes on another one.

@@ -1,6 +1,6 @@
 """Operand checks on the Python side (fake kernels, tiledmm.matmul).
 
-They raise the same errors, with the same wording, as the C++ checks in kernels/gemm_plan.cpp,
+They raise the same errors, with the same wording, as the C++ checks in kernels/plan/gemm_plan.cpp,
 so an op traced with fake tensors fails the way it fails when it runs.
 """
 

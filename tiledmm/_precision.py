@@ -1,5 +1,5 @@
 """How tiledmm computes float32 products: the ``precision`` argument, torch's own setting, and
-the codes the operators take (``Precision`` in kernels/gemm_problem.h).
+the codes the operators take (``Precision`` in kernels/plan/gemm_problem.h).
 
 - ``"highest"``: float32 accuracy by the fastest path that has it (the dispatcher decides): the
   exact kernel for outputs at least 128 x 128 that fill the GPU or whose long K is split for

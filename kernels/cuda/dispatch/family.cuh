@@ -1,0 +1,124 @@
+// What every kernel family (gemm_dispatch.cuh lists them) is written against: the tile roles
+// that index a family's tile table, what the dispatcher knows of the GPU (DeviceLimits), the grid
+// of a tile's kernel and its launch with dynamic shared memory (and clusters), the test for
+// 16-byte loads, and the limits of K splits.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include <torch/csrc/stable/macros.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include "cuda/common/gemm_common.cuh"
+#include "plan/gemm_problem.h"
+
+namespace tiledmm {
+
+// Tile tables are indexed by role; each family fills every role with the tile measured fastest
+// for it (the "large" tile need not be the largest).
+enum TileRole : int {
+  kLarge = 0,   // outputs at least one tile tall and wide that fill the GPU (kLargeMinWaves
+                // blocks per SM) with this tile
+  kMedium = 1,  // outputs that fill it once with this tile; its block count sizes split-K for speed
+  kShortK = 2,  // K <= 256: several blocks per SM, or persistent blocks, so that writing one tile's
+                // output overlaps another tile's loads and math
+  kSmall = 3,   // outputs too small to fill the GPU, with K too short to split (and, where the
+                // family says kNarrowOnSmallTile, outputs narrower than the medium tile)
+};
+
+// Calls f(std::bool_constant<value>{}) for a run-time bool.
+template <typename F>
+void with_bool(bool value, F&& f) {
+  if (value) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+// What the dispatcher needs to know of the GPU.
+struct DeviceLimits {
+  int num_sms;
+  int max_smem;  // shared memory one block may opt in to, in bytes (99 KiB on sm_86/89, 227 on sm_90)
+  bool wgmma;    // a Hopper GPU (compute capability 9.0) and a build with sm_90a code
+};
+
+// Whether a tile's kernel walks the output tiles with a grid of kMinBlocks blocks per SM
+// (WgmmaTile::kPersistent) rather than one block per tile.
+template <class Tile, class = void>
+struct IsPersistent : std::false_type {};
+template <class Tile>
+struct IsPersistent<Tile, std::void_t<decltype(Tile::kPersistent)>> : std::bool_constant<Tile::kPersistent> {};
+
+// The grid of a tile's kernel: a block per column of output tiles, rows of tiles and (matrix, K
+// slice) pairs past 65535 covered by grid-stride loops; or, for a persistent tile, kMinBlocks
+// blocks per SM.
+template <class Tile, typename T, typename Out>
+dim3 launch_grid(const GemmArgs<T, Out>& args, int num_sms) {
+  const int64_t n_tiles = (args.n + Tile::BN - 1) / Tile::BN, m_tiles = (args.m + Tile::BM - 1) / Tile::BM;
+  const int64_t matrices = args.batch * args.splits;
+  STD_TORCH_CHECK(n_tiles <= INT32_MAX, "tiledmm: n = ", args.n, " is too large");
+  if constexpr (IsPersistent<Tile>::value)
+    return dim3(static_cast<unsigned>(std::min<int64_t>(n_tiles * m_tiles * matrices, int64_t(num_sms) * Tile::kMinBlocks)));
+  return dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(std::min<int64_t>(m_tiles, 65535)),
+              static_cast<unsigned>(std::min<int64_t>(matrices, 65535)));
+}
+
+// Lets kKernel take kSmem bytes of dynamic shared memory on the current device (above 48 KiB a
+// kernel must opt in, once per device).
+template <auto kKernel, int kSmem>
+void opt_in_smem() {
+  static std::atomic<uint64_t> opted_in{0};
+  int device = 0;
+  STD_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t(1) << (device % 64);
+  if (kSmem > 48 * 1024 && !(opted_in.load() & bit)) {
+    STD_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    opted_in.fetch_or(bit);
+  }
+}
+
+// Launches the kernel of a tile with kSmem bytes of dynamic shared memory, passing it args and the
+// kernel's further arguments, if any. kClusterRows > 1: clusters of that many blocks along the
+// grid's rows of tiles, rounded up to whole clusters (the caller checks that they fit the grid's
+// 65535).
+template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
+void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
+  opt_in_smem<kKernel, kSmem>();
+  const dim3 grid = launch_grid<Tile>(args, num_sms);
+  if constexpr (kClusterRows > 1) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid.x, (grid.y + kClusterRows - 1) / kClusterRows * kClusterRows, grid.z);
+    config.blockDim = dim3(Tile::kThreads);
+    config.dynamicSmemBytes = kSmem;
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = kClusterRows;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args, more...));
+  } else {
+    kKernel<<<grid, Tile::kThreads, kSmem, stream>>>(args, more...);
+  }
+}
+
+constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
+// Longest K one accumulator sums before its slice is added to the others: rounding error grows
+// with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
+// Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.
+constexpr int64_t kMaxSliceK = 8192;
+constexpr int64_t kMaxAccuracyWorkspace = int64_t(256) << 20;
+
+// 16-byte loads need 16-byte-aligned data, leading dimension, batch stride, and a unit-stride
+// extent that is a whole number of vectors.
+inline bool vectorizable(const MatrixOperand& x, int64_t unit_stride_extent, int64_t vec) {
+  return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld % vec == 0 &&
+         x.batch_stride % vec == 0 && unit_stride_extent % vec == 0;
+}
+
+}  // namespace tiledmm

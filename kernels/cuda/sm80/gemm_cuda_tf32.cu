@@ -1,0 +1,6 @@
+// The kernels of one path, TF32 tensor cores: compiled in a file of their own so that paths build in parallel.
+#include "cuda/dispatch/gemm_dispatch.cuh"
+
+namespace tiledmm {
+TILEDMM_FAMILY_TEMPLATES(, MmaFamily<Tf32Math>)
+}  // namespace tiledmm

@@ -1,0 +1,128 @@
+// The Hopper GEMM core's rule (gemm_core_plan.h): host code, in a file of its own so that tuning it
+// rebuilds nothing else.
+#include "cuda/sm90/gemm_core_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tiledmm {
+
+namespace {
+// Each tile's rate relative to 128 x 256 where both fill the GPU alike (H100, scripts/core_sweep.py,
+// bench/NOTES.md item 151): 128 x 128 at 0.70-0.95 of it, 128 x 64 at 0.45-0.58; clusters of two
+// 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both blocks). The narrower tiles
+// read more operand bytes from shared memory and the L2 per product and issue smaller wgmmas;
+// m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.5, 1.01, 0.85};
+}  // namespace
+
+int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
+
+bool core_takes(const GemmProblem& p) {
+  const int64_t size = 128 / core_bk(p);
+  auto aligned = [&](const MatrixOperand& x) {
+    return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * size % 16 == 0 && x.batch_stride * size % 16 == 0;
+  };
+  // The walk numbers one matrix's tiles in 32 bits; K tiles too.
+  const int64_t m_tiles = (p.m + kCoreBM - 1) / kCoreBM, n_tiles = (p.n + 63) / 64;
+  const bool fits = p.k > 0 && p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles < INT32_MAX;
+  // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
+  if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
+  // TF32 from shared memory is K-major only (the TMA cannot transpose 4-byte elements).
+  const bool layout = size == 2 || (p.a.row_major && !p.b.row_major);
+  return aligned(p.a) && aligned(p.b) && layout && p.k >= kCoreMinK && fits;
+}
+
+CorePlan plan_core(const GemmProblem& p, int num_sms) {
+  // FLOP/s of one SM on 128 x 256 tiles (about 860 TFLOP/s a GPU in 16 bits; TF32's tensor cores
+  // run at half the rate, on a K tile of half the elements: the same time a K tile).
+  const int bk = core_bk(p);
+  const double sm_rate = bk == 64 ? 6.5e12 : 3.25e12;
+  // What a stream-K item's meeting costs, fitted to H100 runs of ranges cut evenly (bench/NOTES.md
+  // item 153): every block writes its float32 part at once (kPartWriteRate, the L2's), and the last
+  // range reads the others' (kPartReadRate, one SM's). 768 x 8192 x 768 on 128 x 256 tiles took
+  // 3.7, 6.5, 10 and 16 us past its products in 2, 3, 4 and 6 ranges a tile; 2304 x 8192 x 768 on
+  // 256 x 256 clusters in 2 ranges 10 us.
+  constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
+  constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
+  constexpr double kMaxSlowdown = 3.0;
+  // Zeroing the workspace's counters before a stream-K launch (one more operation on the stream).
+  constexpr double kWorkspaceCost = 2e-6;
+  // What whole tiles in clusters cost beyond the same tiles alone (H100: 128 x 256 tiles, one a
+  // block or cluster, K from 64 to 8192: 2-3 us more in clusters of two at every K; bench/NOTES.md
+  // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
+  // clusters, 84 alone), so it is not charged there.
+  constexpr double kClusterCost = 2.5e-6;
+  const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
+  CorePlan best{};
+  double best_time = 0;
+  // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters, each an even share of
+  // the K tiles, a tile's K cut into at most `ranges` ranges.
+  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time) {
+    const int64_t share = (tiles - dp_tiles) * k_tiles / std::max<int64_t>(1, clusters);
+    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM * kCoreBN[tile] * 4 * ranges;
+    if (dp_tiles < tiles && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
+    if (best.clusters == 0 || time < best_time) {
+      best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), static_cast<int>(ranges), 1, true, ""};
+      best_time = time;
+    }
+  };
+  const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
+  const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
+  for (int tile = first; tile < last; ++tile) {
+    const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
+    const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
+    const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
+    const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * kCoreTileRate[tile]);  // one K tile of a block
+    // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
+    // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two
+    // tiles' ranges, so it meets others twice, and a tile has one range more. Every cluster has a
+    // unit of K at least, so that the clusters covering a tile are consecutive.
+    auto stream_k = [&](int64_t clusters) {
+      clusters = std::min(clusters, tiles * k_tiles);
+      const int64_t shortest = tiles * k_tiles / clusters, longest = (tiles * k_tiles + clusters - 1) / clusters;
+      const bool even = clusters % tiles == 0;
+      // The workspace holds one range more than an even cut makes: a launch that gets fewer clusters
+      // than planned (the GPU shared) lengthens the shares, which then fall across tiles.
+      const int64_t most = std::min(k_tiles, (k_tiles + shortest - 1) / shortest + 1);
+      const int64_t ranges = even ? clusters / tiles : most;
+      const double part = 4.0 * kCoreBM * bn;  // a block's float32 part
+      const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
+                                                (ranges - 1) * part / kPartReadRate);
+      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + static_cast<double>(longest) * unit + meet);
+    };
+    if (p.splits_override >= 2) {  // forced: stream-K alone, the forced tile or the best estimate's
+      stream_k(std::min(gpu, tiles * p.splits_override));
+      continue;
+    }
+    consider(tile, tiles, tiles, std::min(gpu, tiles), 1,
+             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) + static_cast<double>((tiles + gpu - 1) / gpu * k_tiles) * unit);
+    // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
+    // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
+    if (p.splits_override == 1 || tiles >= gpu) continue;
+    for (int64_t ranges = 2; ranges <= kMaxParts && tiles * ranges <= gpu; ++ranges) stream_k(tiles * ranges);
+    if (gpu % tiles != 0) stream_k(std::min(gpu, tiles * kMaxParts));
+  }
+  // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
+  // wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
+  const double ideal = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
+  best.fits = p.tile_override >= kCoreTileBase || best_time <= kMaxSlowdown * ideal;
+  const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
+  const int64_t m_tiles = (p.m + rows - 1) / rows;
+  // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square
+  // footprint needs the fewest operand lines in the L2 for the tiles in flight (in work items of
+  // `rows` rows). Stream-K: the clusters' ranges meet K at the same offsets only every few tiles of
+  // the walk (CoreWalk's phase classes), so consecutive tiles should share the larger operand: row
+  // by row where A is the larger (its lines then cross the HBM once), else column by column.
+  const double side = std::sqrt(static_cast<double>(best.clusters) * bn / rows);
+  best.group_rows = best.dp_tiles < best.tiles ? (p.m >= p.n ? 1 : static_cast<int>(m_tiles))
+                                               : static_cast<int>(std::clamp<int64_t>(std::llround(side), 1, m_tiles));
+  best.why = p.tile_override >= kCoreTileBase || p.splits_override >= 1
+                 ? "forced by the caller"
+                 : "the fastest of the core's tiles and clusters by its estimate (waves of whole tiles over " +
+                       std::to_string(num_sms) + " SMs at each tile's measured rate; stream-K where whole tiles "
+                       "would leave SMs idle)";
+  return best;
+}
+
+}  // namespace tiledmm

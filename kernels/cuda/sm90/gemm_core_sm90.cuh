@@ -1,0 +1,410 @@
+// The general Hopper GEMM core (sm_90a): persistent, warp-specialized blocks that walk the output
+// tiles in groups of rows (so that the tiles running at once share their operands' lines in the
+// L2), both operands by bulk tensor copies (TMA), and wgmma reading them from shared memory. It
+// takes 16-bit operands in any of the four layouts, and float32 ones as TF32 where both are K-major
+// (x @ W^T): wgmma reads TF32 from shared memory K-major only, and the TMA, which cannot transpose
+// 4-byte elements, rounds them to nearest TF32 on the way (a TFLOAT32 tensor map).
+//
+// A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
+// each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
+// full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
+// empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile: four
+// wgmmas a K tile (m64nBNk16, or k8 for TF32: a K tile is one 128-byte row of either), one tile's
+// wgmmas left in flight while the next tile's are issued, the stage of the tile before released as
+// they retire. The producer runs on into the next work item while the math warps stage the last
+// one's result for TMA stores (OutputPass), so each item's first stages are ready when its math
+// starts and the stores run beside the next item's products. 16-bit operands reach wgmma in either
+// orientation: a K-major operand's tile is one box of its lines, an MN-major one's a box per
+// 64-element column block (BulkTileLoader), both in the 128-byte swizzle wgmma's descriptors name.
+// In clusters of two (CoreTile::kCluster), the blocks take row tiles above one another and each
+// copies half of their common B tile into both (multicast).
+//   A work item is one output tile of one matrix of the batch over a range of its K tiles (CoreWalk:
+// whole tiles first, then stream-K's even shares of the rest). The ranges of a tile meet in a
+// workspace (CoreParts): each leaves its float32 accumulators there, and the one that finishes last
+// adds them, in range order, and writes the output (no second kernel). The tile, the cluster, how
+// many tiles are whole and the walk's group size come from one rule (gemm_core_plan.h).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/common/block_sync.cuh"
+#include "cuda/sm90/bulk_tile_loader.cuh"
+#include "cuda/common/gemm_common.cuh"
+#include "cuda/common/gemm_epilogue.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/tensor_maps.h"
+#include "cuda/sm90/wgmma.cuh"
+
+namespace tiledmm {
+
+// BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
+// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256, 6 of
+// 128 x 128, 8 of 128 x 64).
+// kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
+// item, each block copying its part of their common B tile into every block's stage (multicast), so
+// that B's tiles cross the L2 once per cluster rather than once per block.
+template <int BN_, int kCluster_ = 1, int kElemBytes = 2>
+struct CoreTile {
+  static constexpr int BM = 128, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
+  static constexpr int kMathGroups = BM / 64;
+  static constexpr int kMathThreads = 128 * kMathGroups;
+  static constexpr int kThreads = kMathThreads + 128;  // and one producer warpgroup
+  static constexpr int kAStageElems = BM * BK, kBStageElems = BN * BK;
+  static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
+  // Each math warpgroup stages its rows' outputs for the bulk copies in 16 KiB (OutputPass).
+  static constexpr int kOutputBytes = kMathGroups * 16 * 1024;
+  static constexpr int kStages = (192 * 1024 / kStageBytes) < 8 ? 192 * 1024 / kStageBytes : 8;
+  // The stages, the output buffers, a full and an empty mbarrier a stage, and 1024 bytes to align
+  // the stages and buffers (the swizzles are functions of the address).
+  static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + 16 * kStages + 1024;
+  // Registers per thread (setmaxnreg, out of the block's 168 a thread): the math warps' 128
+  // accumulators (BN 256) and addresses; the producer's walk and copies (at 40 the cluster
+  // variants' producers spilled 8-64 bytes).
+  static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths");
+  static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
+  static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
+  static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
+};
+
+// A cluster's work: a tile of the output (of its matrix of the batch) over a range of its K tiles.
+// tile: the tile's index in the walk; part, parts: the range's place among the ranges that cover the
+// tile (parts 1: the whole of K).
+template <typename T>
+struct CoreItem {
+  WorkItem<T> w;
+  int64_t tile;
+  int part, parts;
+};
+
+// The work of a persistent grid of `clusters` clusters (one block each without clusters), in two
+// phases. First whole tiles, cluster c taking tiles c, c + clusters, ... of the first dp_tiles; then
+// the remaining tiles' K tiles as one sequence of units (stream-K), cluster c taking units
+// [c U / clusters, (c + 1) U / clusters): every cluster the same share of the products, a tile's K
+// covered by the ranges of up to a few clusters, which meet in a workspace (CoreParts). With all
+// tiles in the first phase it is the plain persistent walk; with none, K split as evenly as the
+// clusters allow, however few tiles there are.
+//   Tiles are numbered (matrix, then groups of group_rows row tiles walked column by column): the
+// tiles that the clusters run at once then cover a group's rows and a few of its columns, whose
+// operand lines stay in the L2 while the group's other tiles read them again; a plain row-by-row
+// walk reads all of B once per row of tiles (4096 x 4096 x 28672: 7.5 GB through HBM for an output
+// that needs 0.3 GB of operands).
+struct CoreWalk {
+  int m_tiles, n_tiles;  // one output matrix's tiles (of the cluster's rows)
+  int group_rows;        // row tiles per group
+  int k_tiles;           // K tiles of a whole tile
+  int64_t dp_tiles;      // tiles computed whole, one a work item
+  int64_t sk_units;      // K tiles of the other tiles: (tiles - dp_tiles) * k_tiles
+
+  template <int BM, int BN, int BK, typename T>
+  __device__ __forceinline__ WorkItem<T> tile_item(const GemmArgs<T, T>& args, int64_t t, int kb, int ke) const {
+    const int64_t per_matrix = static_cast<int64_t>(m_tiles) * n_tiles;
+    const int64_t z = t / per_matrix;
+    const int r = static_cast<int>(t - z * per_matrix);
+    const int band = group_rows * n_tiles, g = r / band, in_band = r - g * band;
+    const int first = g * group_rows, rows = min(group_rows, m_tiles - first);
+    const int mt = first + in_band % rows, nt = in_band / rows;
+    const int64_t k_begin = static_cast<int64_t>(kb) * BK, k_end = min(args.k, static_cast<int64_t>(ke) * BK);
+    return WorkItem<T>{z, static_cast<int64_t>(mt) * BM, static_cast<int64_t>(nt) * BN, k_begin, k_end - k_begin,
+                       ke - kb, args.a + z * args.batch_stride_a, args.b + z * args.batch_stride_b};
+  }
+  // The cluster that takes unit x of the second phase. Every cluster has a unit at least (the plan
+  // runs no more clusters than units), so the clusters that cover a tile are consecutive and each
+  // writes a part.
+  __device__ __forceinline__ int64_t owner(int64_t x, int clusters) const {
+    return ((x + 1) * clusters - 1) / sk_units;
+  }
+  // Calls body(CoreItem) for each work item of cluster c, in order.
+  //   Stream-K's shares start at the same offset into a tile's K every `period` tiles of the
+  // sequence (period * k_tiles units are a whole number of shares), and only there: elsewhere the
+  // clusters read K at offsets that drift apart. So the sequence visits the walk's tiles in phase
+  // classes: tiles [r q, r q + q) of the walk, q = tiles / period, sit at sequence positions r,
+  // r + period, ...: tiles next to one another in the walk, which share operand lines, read each
+  // line at the same time (3072 x 8192 x 768 read 206 MB of HBM for 63 MB of operands without).
+  template <int BM, int BN, int BK, typename T, typename Body>
+  __device__ __forceinline__ void for_each(const GemmArgs<T, T>& args, int c, int clusters, const Body& body) const {
+    for (int64_t t = c; t < dp_tiles; t += clusters) body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, 0, k_tiles), t, 0, 1});
+    if (sk_units == 0) return;
+    int64_t q = sk_units / k_tiles, x = clusters;  // q: gcd(stream-K tiles, clusters)
+    while (x != 0) {
+      const int64_t r = q % x;
+      q = x, x = r;
+    }
+    const int64_t period = sk_units / k_tiles / q;
+    const int64_t end = (c + 1) * sk_units / clusters;
+    for (int64_t u = c * sk_units / clusters; u < end;) {
+      const int64_t s = u / k_tiles, first = s * k_tiles, t = dp_tiles + s % period * q + s / period;
+      const int kb = static_cast<int>(u - first), ke = static_cast<int>(min(static_cast<int64_t>(k_tiles), kb + (end - u)));
+      const int64_t head = owner(first, clusters);
+      body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, kb, ke), t,
+                       static_cast<int>(owner(u, clusters) - head),
+                       static_cast<int>(owner(first + k_tiles - 1, clusters) - head + 1)});
+      u += ke - kb;
+    }
+  }
+};
+
+// Where the ranges of a stream-K tile meet: each math warpgroup's part of its block's tile is BN / 8
+// chunks of four floats (its registers 4 j ... 4 j + 3) by the group's 128 threads, so that a warp's
+// stores and loads of a chunk are 512 consecutive bytes; max_parts of them a tile, in range order.
+// arrivals: the K tiles done, a counter per tile, block of the cluster and math warpgroup, zeroed
+// before each launch.
+struct CoreParts {
+  float* parts;
+  unsigned* arrivals;
+  int max_parts;
+};
+
+// Leaves this math warpgroup's part of stream-K item `item` in the workspace; returns whether it
+// was the tile's last range to finish, in which case acc now holds the sum of every range's part,
+// added in range order (the result does not depend on which range finished last). Parts are read
+// through the L2 (__ldcg: other SMs wrote them), part 0's chunks all in flight at once, then each
+// further part's in rounds of 16.
+template <int BN, int kMathGroups, int kCluster, typename T>
+__device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
+                                             int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
+  constexpr int kChunks = BN / 8, kBatch = kChunks < 16 ? kChunks : 16;
+  const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kMathGroups + group;
+  float4* const parts = reinterpret_cast<float4*>(ws.parts) + slot * ws.max_parts * kChunks * 128 + tid_in_group;
+  float4* const own = parts + static_cast<int64_t>(item.part) * kChunks * 128;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) own[c * 128] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
+  __threadfence();  // this thread's part is visible before the group's arrival is counted
+  sync::warps<128>(1 + group);
+  bool last = false;
+  if (tid_in_group == 0) {
+    const unsigned done = static_cast<unsigned>(item.w.k_tiles);
+    last = atomicAdd(ws.arrivals + slot, done) + done == static_cast<unsigned>(k_tiles);
+  }
+  last = sync::warps_or<128>(last, 1 + group);
+  if (!last) return false;
+  __threadfence();  // the other ranges' parts, counted before this arrival, are visible
+  // Every part from the L2, its own too (the accumulators are free once written out).
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const float4 v = __ldcg(parts + c * 128);
+    acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
+  }
+  for (int p = 1; p < item.parts; ++p) {
+#pragma unroll
+    for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(parts + (static_cast<int64_t>(p) * kChunks + c0 + j) * 128);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int c = c0 + j;
+        acc[4 * c] += v[j].x, acc[4 * c + 1] += v[j].y, acc[4 * c + 2] += v[j].z, acc[4 * c + 3] += v[j].w;
+      }
+    }
+  }
+  return true;
+}
+
+// A math warpgroup's 64 x BN outputs leave in passes of kCols columns (16 KiB of Out), each staged
+// in its 16 KiB buffer as the output map's boxes want it (bulk_box_offset: 128-byte rows swizzled
+// by row, conflict-free for the fragment's stores) and sent by one thread's bulk tensor copies, which
+// skip what lies past the matrix. Before a pass writes the buffer, the last pass's copies have read
+// it: the wait is as late as can be, so that they read it while the math warps compute.
+//   Registers: warp w of the group holds rows 16 w ... 16 w + 15 of its 64, and column block j (8
+// columns) in registers 4 j ... 4 j + 3: (row g, columns 2 t4, 2 t4 + 1), then row g + 8.
+template <int BN, typename Out>
+struct OutputPass {
+  static constexpr int kCols = 16 * 1024 / (64 * static_cast<int>(sizeof(Out)));
+  static constexpr int kPasses = BN > kCols ? BN / kCols : 1;
+  static constexpr int kWidth = BN < kCols ? BN : kCols;
+};
+
+template <int BN, typename Out>
+__device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out* c, int64_t m, int64_t n, int64_t z,
+                                                int64_t row0, int64_t col0, const TensorMap& map,
+                                                unsigned char* buffer, int group, int tid_in_group) {
+  using Pass = OutputPass<BN, Out>;
+  const int lane = tid_in_group % 32, warp_row = (tid_in_group / 32) * 16, g = lane / 4, t4 = lane % 4;
+  if (map.valid) {
+    Out* const staged = reinterpret_cast<Out*>(buffer);
+    const bool issuer = tid_in_group == 0;
+#pragma unroll
+    for (int pass = 0; pass < Pass::kPasses; ++pass) {
+      if (issuer) ptx::bulk_wait_read<0>();
+      sync::warps<128>(1 + group);  // the buffer is free
+#pragma unroll
+      for (int j = 0; j < Pass::kWidth / 8; ++j) {
+        const int col = 8 * j + 2 * t4, r = 4 * (pass * Pass::kWidth / 8 + j);
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          store_pair(staged + bulk_box_offset<Out, 64>(warp_row + g + 8 * half, col), acc[r + 2 * half],
+                     acc[r + 2 * half + 1]);
+      }
+      ptx::fence_shared_for_async_proxy();
+      sync::warps<128>(1 + group);  // the pass is staged
+      if (issuer) send_bulk_tile<64, Pass::kWidth, false>(&map.map, staged, col0 + pass * Pass::kWidth, row0, z);
+    }
+    return;
+  }
+  // Without a map (a row of a length that breaks 16-byte alignment): straight from registers,
+  // pairs in one store where the row's length keeps them aligned.
+  const bool pairs = n % 2 == 0;
+  Out* const matrix = c + z * m * n;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t r = row0 + warp_row + g + 8 * half;
+    if (r >= m) continue;
+    Out* line = matrix + r * n;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int64_t x = col0 + 8 * j + 2 * t4;
+      const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+      if (pairs && x < n) {
+        store_pair(line + x, v0, v1);
+      } else {
+        if (x < n) line[x] = from_acc<Out>(v0);
+        if (x + 1 < n) line[x + 1] = from_acc<Out>(v1);
+      }
+    }
+  }
+}
+
+// T: a 16-bit type, or float (TF32 products, both operands K-major). kAKMajor: A's tiles K-major (A
+// row-major); kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
+// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, 64-element column
+// blocks by BK lines MN-major; TFLOAT32 for float); output_map: C's (make_output_map, boxes
+// of one 128-byte chunk by 64 rows), where C's layout allows one; ws: stream-K's workspace.
+template <typename T, class Tile, bool kAKMajor, bool kBKMajor>
+__global__ void __launch_bounds__(Tile::kThreads, 1)
+    gemm_core_kernel(const GemmArgs<T, T> args, const __grid_constant__ OperandMaps maps,
+                     const __grid_constant__ TensorMap output_map, const CoreWalk walk, const CoreParts ws) {
+  static_assert(sizeof(T) == 2 || (sizeof(T) == 4 && kAKMajor && kBKMajor), "16-bit operands, or K-major TF32");
+  if constexpr (!wgmma::kCompiled) {
+    __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
+  } else {
+    constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, kStages = Tile::kStages;
+    constexpr int kStep = 32 / static_cast<int>(sizeof(T)), kSteps = BK / kStep, kRowBytes = 128;  // a wgmma's k: 32 bytes
+    constexpr int kCluster = Tile::kCluster;
+    using ALoader = BulkTileLoader<T, BM, BK, kAKMajor>;
+    using BLoader = BulkTileLoader<T, BN, BK, kBKMajor, kCluster>;
+
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* const smem = smem_raw + (1024 - ptx::smem_address(smem_raw) % 1024) % 1024;
+    T* const a_stages = reinterpret_cast<T*>(smem);
+    T* const b_stages = a_stages + kStages * Tile::kAStageElems;
+    unsigned char* const output_buffers = reinterpret_cast<unsigned char*>(b_stages + kStages * Tile::kBStageElems);
+    uint64_t* const full = reinterpret_cast<uint64_t*>(output_buffers + Tile::kOutputBytes);
+    uint64_t* const empty = full + kStages;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, group = warp / 4;
+    // The cluster's work items are walked by all its blocks alike; this block takes row tile `rank`
+    // of each.
+    const int rank = kCluster > 1 ? static_cast<int>(ptx::cluster_rank()) : 0;
+    auto for_each_item = [&](const auto& body) {
+      walk.for_each<BM * kCluster, BN, BK>(args, blockIdx.x / kCluster, gridDim.x / kCluster, [&](CoreItem<T> item) {
+        item.w.m0 += rank * BM;
+        body(item);
+      });
+    };
+    // full[s]: the producer's one arrival and the copies' bytes (of every block's part of B);
+    // empty[s]: each math warp's lane 0, of every block of the cluster (the stage's B part is
+    // copied into all of them), once the warp's wgmmas reading the stage have retired.
+    if (tid == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        sync::mbarrier_init(full + s, 1);
+        sync::mbarrier_init(empty + s, kCluster * Tile::kMathThreads / 32);
+      }
+      sync::fence_mbarrier_init();
+    }
+    if constexpr (kCluster > 1) ptx::cluster_sync();  // the other blocks' mbarriers, before any copy
+    else __syncthreads();
+
+    if (group == Tile::kMathGroups) {
+      // The producer. Its first pass over the ring waits for nothing: a new mbarrier reports the
+      // phase before its first as complete (parity 1).
+      sync::set_registers<Tile::kProducerRegisters, false>();
+      if (tid == Tile::kMathThreads) {
+        ALoader a_loader;
+        BLoader b_loader;
+        int stage = 0;
+        uint32_t phase = 0;
+        for_each_item([&](const CoreItem<T>& item) {
+          const WorkItem<T>& w = item.w;
+          a_loader.start(&maps.a.map, w.m0, w.k_begin, args.batch_stride_a == 0 ? 0 : w.z, 0);
+          b_loader.start(&maps.b.map, w.n0, w.k_begin, args.batch_stride_b == 0 ? 0 : w.z, 0, rank);
+          for (int64_t t = 0; t < w.k_tiles; ++t) {
+            sync::mbarrier_wait(empty + stage, phase ^ 1);
+            a_loader.fetch(a_stages + stage * Tile::kAStageElems, full + stage);
+            b_loader.fetch(b_stages + stage * Tile::kBStageElems, full + stage);
+            sync::mbarrier_arrive(full + stage);
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+        });
+      }
+    } else {
+      sync::set_registers<Tile::kMathRegisters, true>();
+      // Descriptors of k step s of this group's 64 rows of A and of B in a stage. K-major tiles
+      // advance 32 bytes along their 128-byte rows a step; MN-major ones (16-bit) 16 k rows (BK
+      // elements each), their 64-element column blocks BK rows of 128 bytes apart.
+      auto a_descriptor = [&](int stage, int s) {
+        const T* tile = a_stages + stage * Tile::kAStageElems + group * 64 * BK;
+        if constexpr (kAKMajor) return wgmma::descriptor(tile + s * kStep, 16, 8 * kRowBytes);
+        else return wgmma::descriptor(tile + s * kStep * 64, BK * kRowBytes, 8 * kRowBytes);
+      };
+      auto b_descriptor = [&](int stage, int s) {
+        const T* tile = b_stages + stage * Tile::kBStageElems;
+        if constexpr (kBKMajor) return wgmma::descriptor(tile + s * kStep, 16, 8 * kRowBytes);
+        else return wgmma::descriptor(tile + s * kStep * 64, BK * kRowBytes, 8 * kRowBytes);
+      };
+      // A stage whose wgmmas have retired is released to the producers of every block of the cluster.
+      auto release = [&](int stage) {
+        if (lane == 0) {
+          sync::mbarrier_arrive(empty + stage);
+          if constexpr (kCluster > 1) {
+#pragma unroll
+            for (int other = 1; other < kCluster; ++other)
+              sync::mbarrier_arrive_cluster(empty + stage, (rank + other) % kCluster, 1);
+          }
+        }
+      };
+      int stage = 0;
+      uint32_t phase = 0;
+      float acc[BN / 2];
+      for_each_item([&](const CoreItem<T>& item) {
+        const WorkItem<T>& w = item.w;
+#pragma unroll
+        for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+        int held = -1;  // the stage whose wgmmas are still in flight
+        for (int64_t t = 0; t < w.k_tiles; ++t) {
+          sync::mbarrier_wait(full + stage, phase);
+          wgmma::fence_operands(acc);
+          wgmma::fence();
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s) {
+            if constexpr (sizeof(T) == 4)
+              wgmma::mma_tf32_m64k8<BN>(acc, a_descriptor(stage, s), b_descriptor(stage, s));
+            else
+              wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
+                  acc, a_descriptor(stage, s), b_descriptor(stage, s));
+          }
+          wgmma::commit_group();
+          wgmma::wait_group<1>();  // the previous tile's wgmmas have retired
+          wgmma::fence_operands(acc);
+          if (held >= 0) release(held);
+          held = stage;
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+        wgmma::wait_group<0>();
+        wgmma::fence_operands(acc);
+        if (held >= 0) release(held);
+        if (item.parts > 1 && !gather_parts<BN, Tile::kMathGroups, kCluster>(acc, ws, item, walk.dp_tiles,
+                                                                             walk.k_tiles, rank, group, tid % 128))
+          return;
+        store_core_rows<BN>(acc, args.c, args.m, args.n, w.z, w.m0 + group * 64, w.n0, output_map,
+                            output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups), group, tid % 128);
+      });
+      if (tid % 128 == 0) ptx::bulk_wait_read<0>();  // the last copies have read the buffer
+    }
+    // The other blocks may copy into this one's stages and arrive on its mbarriers until they are done.
+    if constexpr (kCluster > 1) ptx::cluster_sync();
+  }
+}
+
+}  // namespace tiledmm

@@ -1,0 +1,6 @@
+// The kernels of one path, bfloat16 on Hopper's warpgroup tensor cores (wgmma): compiled in a file of their own so that paths build in parallel.
+#include "cuda/dispatch/gemm_dispatch.cuh"
+
+namespace tiledmm {
+TILEDMM_FAMILY_TEMPLATES(, WgmmaFamily<WgmmaHalfInput<__nv_bfloat16>>)
+}  // namespace tiledmm

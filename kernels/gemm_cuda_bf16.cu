@@ -1,6 +1,0 @@
-// The kernels of one path, bfloat16 tensor cores: compiled in a file of their own so that paths build in parallel.
-#include "gemm_dispatch.cuh"
-
-namespace tiledmm {
-TILEDMM_FAMILY_TEMPLATES(, MmaFamily<HalfMath<__nv_bfloat16>>)
-}  // namespace tiledmm

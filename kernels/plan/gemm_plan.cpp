@@ -1,0 +1,177 @@
+#include "plan/gemm_plan.h"
+
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/core/DeviceType.h>
+
+namespace tiledmm {
+namespace {
+
+using torch::headeronly::DeviceType;
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+std::string shape_of(const Tensor& t) {
+  std::ostringstream s;
+  s << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
+  s << "]";
+  return s.str();
+}
+
+std::string device_of(const Tensor& t) {
+  auto device = t.device();
+  if (device.type() == DeviceType::CPU) return "cpu";
+  if (device.type() == DeviceType::CUDA) return "cuda:" + std::to_string(device.index());
+  return "device type " + std::to_string(static_cast<int>(device.type()));
+}
+
+std::string dtype_of(const Tensor& t) {
+  switch (t.scalar_type()) {
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Char: return "torch.int8";
+    case ScalarType::Short: return "torch.int16";
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Bool: return "torch.bool";
+    case ScalarType::ComplexFloat: return "torch.complex64";
+    case ScalarType::ComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + torch::headeronly::toString(t.scalar_type());
+  }
+}
+
+// Throws the message alone: users see what is wrong, not where in tiledmm it was found.
+template <typename... Parts>
+void check(bool ok, const Parts&... parts) {
+  if (ok) return;
+  std::ostringstream message;
+  (message << ... << parts);
+  throw std::runtime_error(message.str());
+}
+
+bool supported_dtype(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
+         t == ScalarType::BFloat16;
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b, int64_t rank) {
+  check(a.dim() == rank && b.dim() == rank, op, ": expected ", rank,
+                  "-D tensors, got a of shape ", shape_of(a), " (", a.dim(), "-D) and b of shape ",
+                  shape_of(b), " (", b.dim(), "-D)");
+  check(a.layout() == torch::headeronly::Layout::Strided &&
+                      b.layout() == torch::headeronly::Layout::Strided,
+                  op, ": only dense (strided) tensors are supported");
+  check(a.scalar_type() == b.scalar_type(), op,
+                  ": expected both tensors to have the same dtype, got a: ", dtype_of(a),
+                  " and b: ", dtype_of(b));
+  check(supported_dtype(a.scalar_type()), op, ": unsupported dtype ", dtype_of(a),
+                  "; supported: torch.float32, torch.float64, torch.float16, torch.bfloat16");
+  check(a.device() == b.device(), op,
+                  ": expected both tensors on the same device, got a on ", device_of(a),
+                  " and b on ", device_of(b));
+  check(a.size(rank - 1) == b.size(rank - 2), op,
+                  ": inner dimensions differ: a of shape ", shape_of(a), " has ", a.size(rank - 1),
+                  " columns, b of shape ", shape_of(b), " has ", b.size(rank - 2), " rows");
+  check(rank == 2 || a.size(0) == b.size(0), op,
+                  ": batch sizes differ: a of shape ", shape_of(a), ", b of shape ", shape_of(b));
+}
+
+// The strides of a rows x cols matrix as a row- or column-major operand, or nothing when
+// neither dimension is unit-stride (a slice with a step, an expanded inner dimension).
+std::optional<MatrixOperand> describe(int64_t rows, int64_t cols, int64_t row_stride,
+                                      int64_t col_stride) {
+  if (col_stride == 1 || cols == 1)
+    return MatrixOperand{nullptr, rows == 1 ? cols : row_stride, 0, true};
+  if (row_stride == 1 || rows == 1) return MatrixOperand{nullptr, col_stride, 0, false};
+  return std::nullopt;
+}
+
+// Describes a (batched) matrix; `keep` receives the one copy made when its strides need it.
+MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
+  const int64_t r = t.dim();
+  auto operand = describe(t.size(r - 2), t.size(r - 1), t.stride(r - 2), t.stride(r - 1));
+  const Tensor* source = &t;
+  if (!operand) {
+    keep.push_back(torch::stable::contiguous(t));
+    source = &keep.back();
+    operand = describe(t.size(r - 2), t.size(r - 1), source->stride(r - 2), source->stride(r - 1));
+  }
+  operand->data = source->const_data_ptr();
+  operand->batch_stride = r == 3 ? source->stride(0) : 0;
+  return *operand;
+}
+
+// Checks the operands and describes them as a problem (c unset); `keep` holds any copies.
+GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                    GemmOptions options, std::vector<Tensor>& keep) {
+  check_operands(op, a, b, rank);
+  check(options.precision >= 0 && options.precision < kNumPrecisions, op, ": precision code ",
+        options.precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
+  keep.reserve(2);  // plan_operand points into `keep`: no reallocation
+  GemmProblem p{};
+  p.dtype = a.scalar_type();
+  p.batch = rank == 3 ? a.size(0) : 1;
+  p.m = a.size(rank - 2);
+  p.k = a.size(rank - 1);
+  p.n = b.size(rank - 1);
+  p.device_index = a.get_device_index();
+  p.precision = static_cast<Precision>(options.precision);
+  p.tile_override = static_cast<int>(options.tile);
+  p.splits_override = options.splits;
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return p;
+  p.a = plan_operand(a, keep);
+  p.b = plan_operand(b, keep);
+  return p;
+}
+
+}  // namespace
+
+Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                GemmOptions options, const GemmBackend& backend) {
+  std::vector<Tensor> keep;
+  GemmProblem p = prepare(op, a, b, rank, options, keep);
+  std::vector<int64_t> out_shape = {p.m, p.n};
+  if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
+  Tensor c = torch::stable::new_empty(a, out_shape);
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return c;
+  p.c = c.mutable_data_ptr();
+  backend.run(p);
+  return c;
+}
+
+std::string explain_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                         GemmOptions options, const GemmBackend& backend) {
+  std::vector<Tensor> keep;
+  const GemmProblem p = prepare(op, a, b, rank, options, keep);
+  std::ostringstream s;
+  s << op << ": batch " << p.batch << ", m " << p.m << ", k " << p.k << ", n " << p.n << ", "
+    << dtype_of(a) << " on " << device_of(a) << "\n";
+  if (p.batch == 0 || p.m == 0 || p.n == 0) {
+    s << "empty result: no kernel runs";
+    return s.str();
+  }
+  const Tensor* operands[2] = {&a, &b};
+  const MatrixOperand* described[2] = {&p.a, &p.b};
+  for (int i = 0; i < 2; ++i) {
+    const MatrixOperand& x = *described[i];
+    const bool copied = x.data != operands[i]->const_data_ptr();
+    s << (i == 0 ? "a" : "b") << ": " << (x.row_major ? "row-major" : "column-major")
+      << ", leading dimension " << x.ld << ", batch stride " << x.batch_stride
+      << (copied ? " (copied first: neither of its last two dimensions is unit-stride)"
+                 : " (read in place)")
+      << "\n";
+  }
+  s << backend.describe(p);
+  return s.str();
+}
+
+}  // namespace tiledmm
