@@ -110,8 +110,9 @@ setup(
                 # With -gencode flags given here, torch adds none from TORCH_CUDA_ARCH_LIST.
                 "nvcc": ["-O3", "-DUSE_CUDA", *STABLE_ABI, *GENCODE]
                 + (["-DTILEDMM_SM90A"] if WITH_SM90A else [])
-                + ([f"-DTILEDMM_SASS_TARGETS={','.join(map(str, SASS))}",
-                    f"-DTILEDMM_PTX_TARGETS={','.join(map(str, PTX))}"] if SASS is not None else []),
+                # Dot-separated: nvcc splits a -D option's value at commas.
+                + ([f"-DTILEDMM_SASS_TARGETS={'.'.join(map(str, SASS))}",
+                    f"-DTILEDMM_PTX_TARGETS={'.'.join(map(str, PTX))}"] if SASS is not None else []),
             },
             py_limited_api=True,
         )

@@ -237,6 +237,23 @@ def test_hopper_runs_wgmma_on_aligned_16bit_operands(dtype):
     assert "why: short K" in text and PERSISTENT not in text and "2 block(s) per SM" in text
 
 
+def test_explain_names_the_gpu_and_its_code(monkeypatch):
+    """explain names the GPU and the code it runs: machine code built for it, or PTX the driver
+    compiles at first use (every GPU under CUDA_FORCE_PTX_JIT=1, which also turns Hopper's wgmma
+    kernels off)."""
+    a, b = operands(64, 64, 64, "nn", torch.float32, "cuda")
+    major, minor = torch.cuda.get_device_capability()
+    gpu_line = lambda: next(line for line in tiledmm.explain(a, b).splitlines() if line.startswith("gpu: "))  # noqa: E731
+    first = gpu_line()
+    assert first.startswith(f"gpu: {torch.cuda.get_device_name()} (compute capability {major}.{minor}), "), first
+    assert "machine code from the build" in first or "PTX, compiled by the driver at first use" in first, first
+    if (major, minor) == (9, 0):
+        assert "sm_90a machine code from the build; Hopper's wgmma and TMA kernels" in first, first
+    monkeypatch.setenv("CUDA_FORCE_PTX_JIT", "1")
+    first = gpu_line()
+    assert "PTX, compiled by the driver at first use (CUDA_FORCE_PTX_JIT=1); the mma.sync kernels" in first, first
+
+
 @HOPPER_ONLY
 def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
     nn = operands(4096, 4096, 4096, "nn", torch.float32, "cuda")

@@ -4,9 +4,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -32,7 +34,7 @@ DeviceLimits limits_of(int32_t device_index) {
   STD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
   // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds
   // it. Off when the driver compiles PTX instead of loading the sm_90a image (CUDA_FORCE_PTX_JIT:
-  // the PTX is compute_90's, without wgmma), and with TILEDMM_NO_WGMMA=1 (read at every call:
+  // the PTX is compute_80's, without wgmma), and with TILEDMM_NO_WGMMA=1 (read at every call:
   // the tests run the mma.sync kernels, Ampere's, on a Hopper GPU this way).
 #if defined(TILEDMM_SM90A)
   auto set = [](const char* name) {
@@ -70,9 +72,62 @@ void gemm_cuda(const GemmProblem& p) {
   });
 }
 
+// The compute capabilities (10 major + minor; sm_90a as 90) in a list that setup.py passed as one
+// preprocessing number, dot-separated ("80.90.100.120"; nvcc splits a -D value at commas).
+#define TILEDMM_STRING(x) #x
+#define TILEDMM_EXPANDED_STRING(x) TILEDMM_STRING(x)
+std::vector<int> capabilities(const std::string& list) {
+  std::vector<int> out;
+  for (size_t at = 0; at < list.size();) {
+    const size_t end = std::min(list.find('.', at), list.size());
+    out.push_back(std::stoi(list.substr(at, end - at)));
+    at = end + 1;
+  }
+  return out;
+}
+
+// The code this build holds for a GPU of compute capability major.minor, from the targets setup.py
+// built (TILEDMM_SASS_TARGETS: machine code; TILEDMM_PTX_TARGETS: PTX). Machine code runs on its own
+// major version at its minor version or later; PTX, which the driver compiles at first use, on any
+// later GPU (and on every GPU under CUDA_FORCE_PTX_JIT=1).
+std::string code_for(int major, int minor) {
+#if defined(TILEDMM_SASS_TARGETS)
+  const std::string capability = std::to_string(major) + "." + std::to_string(minor);
+  const char* forced = std::getenv("CUDA_FORCE_PTX_JIT");
+  const bool machine_code = forced == nullptr || std::string(forced) != "1";
+  for (const int s : capabilities(TILEDMM_EXPANDED_STRING(TILEDMM_SASS_TARGETS))) {
+    if (machine_code && s / 10 == major && s % 10 <= minor) {
+#if defined(TILEDMM_SM90A)
+      const char* suffix = s == 90 ? "a" : "";
+#else
+      const char* suffix = "";
+#endif
+      return "sm_" + std::to_string(s) + suffix + " machine code from the build";
+    }
+  }
+  int ptx = 0;
+  for (const int p : capabilities(TILEDMM_EXPANDED_STRING(TILEDMM_PTX_TARGETS)))
+    ptx = p <= 10 * major + minor && p > ptx ? p : ptx;
+  if (ptx != 0)
+    return "compute_" + std::to_string(ptx) + " PTX, compiled by the driver at first use (" +
+           (machine_code ? "the build has no machine code for compute capability " + capability
+                         : std::string("CUDA_FORCE_PTX_JIT=1")) +
+           ")";
+  return "none for compute capability " + capability + ": rebuild with TORCH_CUDA_ARCH_LIST=\"" + capability + "\"";
+#else
+  (void)major, (void)minor;
+  return "as TORCH_CUDA_ARCH_LIST named it at build time";
+#endif
+}
+
 std::string describe_cuda(const GemmProblem& p) {
   const DeviceLimits limits = limits_of(p.device_index);
-  return with_device_type(p.dtype, [&](auto* type) {
+  cudaDeviceProp prop{};
+  STD_CUDA_CHECK(cudaGetDeviceProperties(&prop, p.device_index));
+  const std::string gpu = "gpu: " + std::string(prop.name) + " (compute capability " + std::to_string(prop.major) +
+                          "." + std::to_string(prop.minor) + "), " + code_for(prop.major, prop.minor) + "; " +
+                          (limits.wgmma ? "Hopper's wgmma and TMA kernels" : "the mma.sync kernels") + "\n";
+  return gpu + with_device_type(p.dtype, [&](auto* type) {
     std::string text;
     with_family<std::remove_pointer_t<decltype(type)>>(p, limits, [&](auto family, const auto& why) {
       text = "path: " + std::string(why) + "\n" + describe_family<decltype(family)>(p, limits);
