@@ -56,8 +56,16 @@ TINY = dict(layers=2, dim=64, heads=4, batch=4, seq=32, vocab=256, steps=20)
 
 # The largest relative gap between a parallel run's loss curve and a single process's that the
 # order of float sums (shards, all-reduce) explains: float32 carries it through Adam's steps;
-# bfloat16 products round it to 2^-8 once a sum's order changes.
+# bfloat16 products round it to 2^-8 once a sum's order changes. Those floors hold on the CPU
+# (gloo); on GPUs torch's own curve moves more (H100 DDP and FSDP2, 300 steps in float32: 3.0e-3
+# to 3.3e-3), so tiledmm's curve is held to twice torch's own gap where that is larger.
 PARALLEL_TOLERANCE = {"highest": 1e-3, "tf32": 1e-2, "bf16": 3e-2}
+
+
+def parallel_tolerance(result):
+    """The largest relative gap to one process that tiledmm's parallel curve may have: the floor, or
+    twice the gap that the same parallel run gives torch's curve, whichever is larger."""
+    return max(PARALLEL_TOLERANCE[result["precision"]], 2 * result["max_rel_gap_to_single_process"]["torch"])
 
 
 def corpus(vocab, count, length, seed=0):
@@ -229,7 +237,7 @@ def report(result, every):
     if "max_rel_gap_to_single_process" in result:
         gaps = result["max_rel_gap_to_single_process"]
         print(f"  largest relative gap to one process on the whole batch: torch {gaps['torch']:.2e} | "
-              f"tiledmm {gaps['tiledmm']:.2e} (tolerance {PARALLEL_TOLERANCE[result['precision']]:.0e})")
+              f"tiledmm {gaps['tiledmm']:.2e} (tolerance {parallel_tolerance(result):.1e})")
 
 
 def commit(given=None):
@@ -268,7 +276,7 @@ def run(args, device, rank=0, world=1):
         report(result, args.every or max(1, args.steps // 10))
     print(f"\n{name}, torch {torch.__version__}: wrote {path}")
     failed = [r for r in results if r.get("parallel") and
-              max(r["max_rel_gap_to_single_process"].values()) > PARALLEL_TOLERANCE[r["precision"]]]
+              r["max_rel_gap_to_single_process"]["tiledmm"] > parallel_tolerance(r)]
     if failed:
         raise SystemExit(f"{args.parallel}: the loss curves depart from one process's beyond rounding "
                          f"({', '.join(r['precision'] for r in failed)})")
