@@ -1,10 +1,10 @@
 """Times the Hopper GEMM core's tiles against torch.matmul on one GPU, to fit the rule's tile rates
 (gemm_core_plan.cpp): for each shape, torch, the dispatcher's choice, each core tile forced (4-6:
 128 x 256, 128 x 128, 128 x 64; 7-8: 128 x 256, 128 x 128 in clusters of two; the K split still the
-rule's) and the 16-bit wgmma family's large tile (0, "old"), bfloat16, CUDA events, median of --reps
-after warm-up, L2 flushed.
+rule's) and the wgmma family's large tile (0, "old"), in bfloat16, float16 or TF32 (--dtype; TF32 on
+the core takes x @ W^T only: the nt shapes), CUDA events, median of --reps after warm-up, L2 flushed.
 
-    python scripts/core_sweep.py [--reps 20] [--shapes M,K,N,layout ...]
+    python scripts/core_sweep.py [--reps 20] [--dtype bfloat16|float16|tf32] [--shapes M,K,N,layout ...]
 """
 
 import argparse
@@ -27,10 +27,10 @@ SHAPES = [
 ]
 
 
-def operand(rows, cols, transposed):
+def operand(rows, cols, transposed, dtype=torch.bfloat16):
     if transposed:
-        return torch.randn(cols, rows, dtype=torch.bfloat16, device="cuda").T
-    return torch.randn(rows, cols, dtype=torch.bfloat16, device="cuda")
+        return torch.randn(cols, rows, dtype=dtype, device="cuda").T
+    return torch.randn(rows, cols, dtype=dtype, device="cuda")
 
 
 def time_ms(fn, reps, flush):
@@ -52,21 +52,28 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--shapes", nargs="*", help="M,K,N,layout")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "tf32"])
     args = parser.parse_args()
     shapes = [(*map(int, s.split(",")[:3]), s.split(",")[3]) for s in args.shapes] if args.shapes else SHAPES
+    tf32 = args.dtype == "tf32"
+    if tf32:
+        shapes = [s for s in shapes if s[3] == "nt"]
+    dtype = torch.float32 if tf32 else getattr(torch, args.dtype)
+    precision, code = ("tf32", 2) if tf32 else (None, 0)
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"  # torch's float32 products
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     ops = torch.ops.tiledmm
-    print(f"{torch.cuda.get_device_name()}: ratios torch ms / tiledmm ms (bfloat16, L2 flushed)")
+    print(f"{torch.cuda.get_device_name()}: ratios torch ms / tiledmm ms ({args.dtype}, L2 flushed)")
     print(f"{'m':>6} {'k':>6} {'n':>6} lay {'torch':>7} {'TF/s':>5} {'auto':>6} {'t4':>6} {'t5':>6} {'t6':>6} {'t7':>6} "
           f"{'t8':>6} {'old':>6}  chosen")
     for m, k, n, layout in shapes:
-        a, b = operand(m, k, layout[0] == "t"), operand(k, n, layout[1] == "t")
+        a, b = operand(m, k, layout[0] == "t", dtype), operand(k, n, layout[1] == "t", dtype)
         ref = time_ms(lambda: torch.matmul(a, b), args.reps, flush)
-        cells = [ref / time_ms(lambda: tiledmm.matmul(a, b), args.reps, flush)]
+        cells = [ref / time_ms(lambda: tiledmm.matmul(a, b, precision=precision), args.reps, flush)]
         for tile in (4, 5, 6, 7, 8, 0):
             a3, b3 = a[None], b[None]
-            cells.append(ref / time_ms(lambda: ops._bmm_with_config(a3, b3, tile, 0, 0), args.reps, flush))
-        text = tiledmm.explain(a, b)
+            cells.append(ref / time_ms(lambda: ops._bmm_with_config(a3, b3, tile, 0, code), args.reps, flush))
+        text = tiledmm.explain(a, b, precision=precision)
         chosen = next((line.split(":")[0] for line in text.splitlines() if line.startswith("tile ")), "?")
         split = next((line.split("(")[0] for line in text.splitlines()
                       if line.startswith(("stream-K", "split K"))), "")
