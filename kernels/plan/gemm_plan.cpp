@@ -49,13 +49,19 @@ std::string dtype_of(const Tensor& t) {
   }
 }
 
-// Throws the message alone: users see what is wrong, not where in tiledmm it was found.
+// Throws the message that `message` builds, alone: users see what is wrong, not where in tiledmm
+// it was found. The message is built only on failure (a shape's text costs about a microsecond,
+// and every call checks).
+template <typename Message>
+void check(bool ok, const Message& message) {
+  if (!ok) throw std::runtime_error(message());
+}
+
 template <typename... Parts>
-void check(bool ok, const Parts&... parts) {
-  if (ok) return;
-  std::ostringstream message;
-  (message << ... << parts);
-  throw std::runtime_error(message.str());
+std::string text(const Parts&... parts) {
+  std::ostringstream s;
+  (s << ... << parts);
+  return s.str();
 }
 
 bool supported_dtype(ScalarType t) {
@@ -64,25 +70,29 @@ bool supported_dtype(ScalarType t) {
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b, int64_t rank) {
-  check(a.dim() == rank && b.dim() == rank, op, ": expected ", rank,
-                  "-D tensors, got a of shape ", shape_of(a), " (", a.dim(), "-D) and b of shape ",
-                  shape_of(b), " (", b.dim(), "-D)");
-  check(a.layout() == torch::headeronly::Layout::Strided &&
-                      b.layout() == torch::headeronly::Layout::Strided,
-                  op, ": only dense (strided) tensors are supported");
-  check(a.scalar_type() == b.scalar_type(), op,
-                  ": expected both tensors to have the same dtype, got a: ", dtype_of(a),
-                  " and b: ", dtype_of(b));
-  check(supported_dtype(a.scalar_type()), op, ": unsupported dtype ", dtype_of(a),
-                  "; supported: torch.float32, torch.float64, torch.float16, torch.bfloat16");
-  check(a.device() == b.device(), op,
-                  ": expected both tensors on the same device, got a on ", device_of(a),
-                  " and b on ", device_of(b));
-  check(a.size(rank - 1) == b.size(rank - 2), op,
-                  ": inner dimensions differ: a of shape ", shape_of(a), " has ", a.size(rank - 1),
-                  " columns, b of shape ", shape_of(b), " has ", b.size(rank - 2), " rows");
-  check(rank == 2 || a.size(0) == b.size(0), op,
-                  ": batch sizes differ: a of shape ", shape_of(a), ", b of shape ", shape_of(b));
+  check(a.dim() == rank && b.dim() == rank, [&] {
+    return text(op, ": expected ", rank, "-D tensors, got a of shape ", shape_of(a), " (", a.dim(),
+                "-D) and b of shape ", shape_of(b), " (", b.dim(), "-D)");
+  });
+  check(a.layout() == torch::headeronly::Layout::Strided && b.layout() == torch::headeronly::Layout::Strided,
+        [&] { return text(op, ": only dense (strided) tensors are supported"); });
+  check(a.scalar_type() == b.scalar_type(), [&] {
+    return text(op, ": expected both tensors to have the same dtype, got a: ", dtype_of(a), " and b: ", dtype_of(b));
+  });
+  check(supported_dtype(a.scalar_type()), [&] {
+    return text(op, ": unsupported dtype ", dtype_of(a),
+                "; supported: torch.float32, torch.float64, torch.float16, torch.bfloat16");
+  });
+  check(a.device() == b.device(), [&] {
+    return text(op, ": expected both tensors on the same device, got a on ", device_of(a), " and b on ",
+                device_of(b));
+  });
+  check(a.size(rank - 1) == b.size(rank - 2), [&] {
+    return text(op, ": inner dimensions differ: a of shape ", shape_of(a), " has ", a.size(rank - 1),
+                " columns, b of shape ", shape_of(b), " has ", b.size(rank - 2), " rows");
+  });
+  check(rank == 2 || a.size(0) == b.size(0),
+        [&] { return text(op, ": batch sizes differ: a of shape ", shape_of(a), ", b of shape ", shape_of(b)); });
 }
 
 // The strides of a rows x cols matrix as a row- or column-major operand, or nothing when
@@ -114,8 +124,9 @@ MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
 GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
                     GemmOptions options, std::vector<Tensor>& keep) {
   check_operands(op, a, b, rank);
-  check(options.precision >= 0 && options.precision < kNumPrecisions, op, ": precision code ",
-        options.precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
+  check(options.precision >= 0 && options.precision < kNumPrecisions, [&] {
+    return text(op, ": precision code ", options.precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
+  });
   keep.reserve(2);  // plan_operand points into `keep`: no reallocation
   GemmProblem p{};
   p.dtype = a.scalar_type();
