@@ -180,4 +180,16 @@ struct CoreLaunch {
   }
 };
 
+// The core's path for type T (gemm_dispatch.cuh's CorePath<T>), instantiated in a file of its own
+// a type (gemm_cuda_core_<type>_sm90.cu), so that the types build in parallel.
+#define TILEDMM_CORE_PATH_INSTANCE(T)                                                                           \
+  template <>                                                                                                   \
+  void run_family<CorePath<T>>(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device) {         \
+    CoreLaunch<T>::run(p, stream, device);                                                                      \
+  }                                                                                                             \
+  template <>                                                                                                   \
+  std::string describe_family<CorePath<T>>(const GemmProblem& p, const DeviceLimits& device) {                  \
+    return CoreLaunch<T>::describe(p, device);                                                                  \
+  }
+
 }  // namespace tiledmm
