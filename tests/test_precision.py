@@ -1,5 +1,5 @@
 """The precision argument: names, torch's setting, and on the GPU each mode's accuracy contract
-(README: "Precision"), on randn and on rand inputs, for K from 1 to 524288."""
+(docs/precision.md), on randn and on rand inputs, for K from 1 to 524288."""
 
 import pytest
 import torch

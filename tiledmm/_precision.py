@@ -1,9 +1,12 @@
 """How tiledmm computes float32 products: the ``precision`` argument, torch's own setting, and
 the codes the operators take (``Precision`` in kernels/plan/gemm_problem.h).
 
-- ``"highest"``: float32 accuracy by the fastest path that has it (the dispatcher decides): the
-  exact kernel for outputs at least 128 x 128 that fill the GPU or whose long K is split for
-  accuracy, and for K < 32; 3xTF32 on the tensor cores for small or narrow outputs.
+- ``"highest"``: float32 accuracy by the fastest path that has it (the dispatcher decides; see
+  docs/precision.md): the exact kernel for K < 32 and for a single output row or column; on
+  Hopper 3xTF32 on wgmma, or one float16 product of scaled splits at 32 < K <= 64, or 3xTF32 on
+  mma.sync for small outputs over a K too short to split; on other GPUs the exact kernel for
+  outputs of at least 128 x 256 that fill the GPU or whose long K is split for accuracy, and
+  3xTF32 on the tensor cores for small or narrow outputs.
 - ``"ieee"``: exact float32 fused multiply-adds on CUDA cores.
 - ``"3xtf32"``: always 3xTF32 (three TF32 tensor-core products per step, float32 partial sums).
 - ``"tf32"``: inputs rounded to TF32 (10-bit mantissa), one tensor-core product: about 3e-4
