@@ -120,9 +120,9 @@ def test_listed_lines_at_the_edges_and_many(which):
 def test_small_values_alone_in_their_outputs(below):
     """Values 2^-below under their row's largest (random significands), each output their product
     alone (the other operand zero where the rows are large): the split takes values down to 2^-19
-    of the line's largest, to 2^-20 of each (docs/precision.md), and leaves smaller ones out for the exact
-    recomputation, so each output (two values, each held to 2^-20) is within 2^-18 of its value and
-    within float32's bound."""
+    of the line's largest, to 2^-20 of each (docs/precision.md), and leaves smaller ones out for
+    the exact recomputation, so each output (two values, each held to 2^-20) is within 2^-18 of its
+    value and within float32's bound."""
     m, k, n = _fill_gpu_shape(64)
     a = torch.zeros(m, k, device="cuda")
     a[:, 0] = 1.0
