@@ -306,9 +306,9 @@ def test_cpu_miniature_of_the_model_suite(tmp_path):
          f"{s['worst_speedup']:.3f}x", f"({s['worst_problem']})"] for s in summary]
 
 
-def run_models(out, commit):
+def run_models(out, commit, *options):
     subprocess.run([sys.executable, "-m", "tiledmm.bench", "--suite", "models", "--quick", "--problems", "gpt2.attn.out",
-                    "--dtypes", "float32", "--precisions", "highest", "--out", str(out), "--commit", commit],
+                    "--dtypes", "float32", "--precisions", "highest", "--out", str(out), "--commit", commit, *options],
                    check=True, capture_output=True, cwd=out)
 
 
@@ -324,6 +324,19 @@ def test_the_model_suite_has_its_own_file_and_keeps_another_commits_run(tmp_path
     assert json.loads(reference.read_text())["commit"] == "aaa1111" and "summary" not in json.loads(reference.read_text())
     assert json.loads(models.read_text())["commit"] == "bbb2222"
     assert json.loads((tmp_path / f"{models.stem}-aaa1111.json").read_text())["summary"][0]["worst_problem"] == "gpt2.attn.out"
+
+
+@requires_gpu
+def test_runs_timed_with_a_cold_l2_or_serialized_have_files_of_their_own(tmp_path):
+    """A --cold-l2 or --serialize run of the same day and commit writes its own file beside the
+    default run's instead of replacing it."""
+    run_models(tmp_path, "aaa1111")
+    run_models(tmp_path, "aaa1111", "--cold-l2")
+    run_models(tmp_path, "aaa1111", "--serialize")
+    names = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert [n.split("-models")[1] for n in names] == ["-cold-l2.json", "-serialized.json", ".json"], names
+    cold = next(p for p in tmp_path.glob("*-models-cold-l2.json"))
+    assert json.loads(cold.read_text())["cold_l2"] is True
 
 
 def test_host_mode_times_each_entry_point_per_call(tmp_path):

@@ -7,9 +7,9 @@ taking turns, the median, with the quartiles as its spread; optionally
 with a cold L2, or with the host's launch latency in each run: --serialize), TFLOP/s, and the
 relative error ||out - ref|| / ||ref|| against float64 products of the same randn inputs (for
 float64 inputs, summed in chunks of K so as to be more accurate than what is measured; for
-forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json (an
-earlier file of that name from another commit is kept, renamed <device>-<date>-<its commit>.json)
-and prints a table. Without a GPU it runs a small CPU comparison instead.
+forward+backward, the larger of dA's and dB's). Writes bench/results/<device>-<date>.json (with
+-cold-l2 or -serialized after the date for runs timed that way; an earlier file of that name from
+another commit is kept, renamed <device>-<date>-<its commit>.json) and prints a table. Without a GPU it runs a small CPU comparison instead.
 
 --suite models times what training two models runs instead: the forward, input-gradient and
 weight-gradient products of each linear layer of GPT-2 small (8192 tokens) and Llama-3-8B (4096
@@ -256,10 +256,13 @@ def run_products(args, device):
     print(file=sys.stderr)
     fields = {"cold_l2": bool(flush), "timing": "serialized" if args.serialize else "queued", "reps": args.reps,
               "rows": rows}
+    # Runs timed another way get files of their own, so that they do not replace the default run's.
+    timed = ("-cold-l2" if flush else "") + ("-serialized" if args.serialize else "")
     if args.suite != "models":
-        return fields, [table(rows)], ""
+        return fields, [table(rows)], timed
     fields.update(suite="models", summary=speedup_summary(rows))
-    return fields, [table(rows), "speedup (torch ms / tiledmm ms) per model:\n" + summary_table(fields["summary"])], "-models"
+    return (fields, [table(rows), "speedup (torch ms / tiledmm ms) per model:\n" + summary_table(fields["summary"])],
+            "-models" + timed)
 
 
 def run_host(args, device):
