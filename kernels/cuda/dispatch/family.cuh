@@ -45,6 +45,11 @@ struct DeviceLimits {
   bool wgmma;    // a Hopper GPU (compute capability 9.0) and a build with sm_90a code
 };
 
+// Blocks of bm x bn tiles that cover the problem's outputs.
+inline int64_t output_tiles(const GemmProblem& p, int64_t bm, int64_t bn) {
+  return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
+}
+
 // Whether a tile's kernel walks the output tiles with a grid of kMinBlocks blocks per SM
 // (WgmmaTile::kPersistent) rather than one block per tile.
 template <class Tile, class = void>
@@ -108,6 +113,13 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
 }
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
+// Wave-timed plans (plan_launch, for families with a kPsPerOperandElement): a split K's slices
+// each write their partial product in float32 and a second kernel reads them back, 8 bytes an
+// output element a slice, at about 2.3 TB/s on an H100 (3072 x 768 outputs: 8.2 us a slice for
+// TF32 and 3xTF32 alike, bench/NOTES.md item 161). A split must model kSplitGain faster than
+// one slice, for the model's error (5-10%).
+constexpr double kWorkspacePsPerByte = 0.43;
+constexpr double kSplitGain = 0.9;
 // Longest K one accumulator sums before its slice is added to the others: rounding error grows
 // with the length of a sequential sum, so longer K is split for accuracy as well as for speed.
 // Done only while the slices' workspace stays under kMaxAccuracyWorkspace bytes.

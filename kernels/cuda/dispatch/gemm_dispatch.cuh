@@ -28,7 +28,8 @@
 namespace tiledmm {
 
 // 'highest' (float32 accuracy by the fastest path that has it), on Hopper: 3xTF32 on wgmma
-// (1.5-1.8x cuBLAS's float32 on the anchors), except where its accuracy falls short (below).
+// (1.5-1.8x cuBLAS's float32 on the anchors), except where its accuracy falls short
+// (Wgmma3xTf32Family::is_as_accurate: small outputs with K < 4096 run 3xTF32 on mma.sync).
 // Elsewhere it runs the exact kernel where that
 // is both as accurate as cuBLAS and faster than 3xTF32 (on an H200, mma.sync's TF32 rate caps
 // 3xTF32 at 108 TFLOP/s, and it ran at 0.64-0.81x of the exact kernel: bench/NOTES.md): outputs
@@ -39,20 +40,6 @@ namespace tiledmm {
 // dropped small x small product and truncated tensor-core sums do not average out over so few
 // products.
 constexpr int64_t kMin3xTf32K = 32;
-
-// On Hopper 3xTF32 runs on wgmma, whose sums move into float32 once per 32 of K; an output too
-// small to fill the GPU whose K is not split into several slices is then one sequential float32
-// sum of up to a few dozen tile sums per output, and on all-positive inputs that measured 2.0-2.4x
-// torch's error (96 x 80 outputs, K 33-1000; cuBLAS splits K there). The mma.sync kernel, which
-// moves its sums every 8 of K, keeps those problems within the contract.
-// Measured within the contract from K = 4096 split into 8 slices (96 x 80 outputs): an output
-// too small to fill the GPU takes wgmma only where plan_launch splits K at least that finely.
-inline bool wgmma_3xtf32_is_as_accurate(const GemmProblem& p, int num_sms) {
-  using Medium = std::tuple_element_t<kMedium, Wgmma3xTf32Family::Tiles>;
-  constexpr int64_t kMinSplitK = 4096, kMinSlices = 8;
-  const int64_t tiles = output_tiles(p, Medium::BM, Medium::BN);
-  return tiles >= num_sms || (p.k >= kMinSplitK && tiles * kMinSlices <= num_sms);
-}
 
 // 'highest' at short K on Hopper: one float16 product of the operands' scaled splits (3 K long,
 // scaled_split.cuh), where the output's writes take as long as 3xTF32's products. On an H200,
@@ -102,7 +89,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
   if constexpr (std::is_same_v<T, float>) {
     switch (p.precision) {
       case Precision::k3xTf32:
-        if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
+        if (device.wgmma && Wgmma3xTf32Family::is_as_accurate(p, num_sms))
           return f(Wgmma3xTf32Family{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
@@ -127,12 +114,12 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
                                           std::to_string(kMaxScaledSplitK) +
                                           ") with an output that fills the GPU: float32 accuracy from one float16 "
                                           "product of the operands' scaled big and remainder parts");
-        if (device.wgmma && wgmma_3xtf32_is_as_accurate(p, num_sms))
+        if (device.wgmma && Wgmma3xTf32Family::is_as_accurate(p, num_sms))
           return f(Wgmma3xTf32Family{}, "precision highest: 3xTF32 on Hopper's warpgroup tensor "
                                         "cores, float32 accuracy faster than the exact kernel");
         if (device.wgmma)
           return f(MmaFamily<Split3xTf32Math>{},
-                   "precision highest: a small output with K too short to split, where 3xTF32 on "
+                   "precision highest: a small output with K too short to split finely, where 3xTF32 on "
                    "mma.sync (float32 sums every 8 of K) keeps float32 accuracy");
         if (exact_is_faster_and_as_accurate(p, num_sms))
           return f(ExactFloatFamily{},

@@ -50,11 +50,6 @@ void with_table(bool vec, F&& f) {
   else f(std::false_type{}, typename Family::FallbackTiles{});
 }
 
-// Blocks of bm x bn tiles that cover the problem's outputs.
-inline int64_t output_tiles(const GemmProblem& p, int64_t bm, int64_t bn) {
-  return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn) * p.batch;
-}
-
 struct LaunchPlan {
   int tile;
   int64_t splits, k_chunk;
@@ -82,14 +77,15 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
   with_table<Family>(vec, [&](auto, auto tiles) { num_tiles = std::tuple_size_v<decltype(tiles)>; });
   struct TileInfo {
     int64_t bm, bn, bk;
-    int smem;  // bytes of shared memory a block needs
+    int smem;           // bytes of shared memory a block needs
+    int blocks_per_sm;  // blocks that share an SM
   };
   auto info = [&](int tile) {
     TileInfo t{};
     with_table<Family>(vec, [&](auto v, auto tiles) {
       with_tile<decltype(tiles)>(tile, [&](auto s) {
         using S = decltype(s);
-        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S, decltype(v)::value>(p)};
+        t = {S::BM, S::BN, S::BK, Family::template smem_bytes<S, decltype(v)::value>(p), S::kMinBlocks};
       });
     });
     return t;
@@ -109,6 +105,45 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.tile = kShortK;
     plan.why = "short K (<= 256): the output's writes weigh as much as the products, and the short-K tile "
                "overlaps them with other work (several blocks per SM, or a persistent block's next tile)";
+  } else if constexpr (Family::kPsPerOperandElement > 0) {
+    // Wave-timed: a block computes one tile (or one K slice of it), and the grid runs in waves of
+    // blocks_per_sm x num_sms blocks, so a last wave of few blocks leaves the other SMs idle for
+    // a block's whole time (144 tiles on 132 SMs take two waves for 1.09 waves' work). The tile
+    // and K split of least modelled time: a block's time is its operand elements, (BM + BN) a K
+    // step over its slice plus two K tiles of pipeline fill, at the family's rate (blocks sharing
+    // an SM share its time); a split adds its slices' round trip through the workspace and must
+    // gain kSplitGain. Fitted to H100 sweeps of TF32 and 3xTF32 within 10% (bench/NOTES.md item 161).
+    const int64_t outputs = p.batch * p.m * p.n;
+    const int64_t fewest = std::max(Family::min_splits(p, num_sms), accuracy_splits<typename Family::Acc>(p));
+    const int64_t budget = std::max<int64_t>(1, kMaxAccuracyWorkspace / (outputs * int64_t(sizeof(typename Family::Acc))));
+    double best = 0;
+    for (const int tile : {kLarge, kMedium, kSmall}) {
+      if ((tile == kLarge && !large_fits) || smem(tile) > device.max_smem) continue;
+      const TileInfo t = info(tile);
+      const int64_t tiles = blocks(tile), per_wave = int64_t(t.blocks_per_sm) * num_sms;
+      const int64_t slabs = (p.k + t.bk - 1) / t.bk;
+      const int64_t most = std::max(fewest, std::min({slabs / kMinSlabsPerSplit, budget,
+                                                      std::max<int64_t>(16, 2 * ((per_wave + tiles - 1) / tiles))}));
+      for (int64_t s = fewest; s <= most; ++s) {
+        const int64_t k_chunk = ((p.k + s - 1) / s + t.bk - 1) / t.bk * t.bk, slices = (p.k + k_chunk - 1) / k_chunk;
+        if (slices < fewest) continue;
+        const int64_t waves = (tiles * slices + per_wave - 1) / per_wave;
+        double time = double(waves) * t.blocks_per_sm * double(t.bm + t.bn) * double(k_chunk + 2 * t.bk) *
+                      Family::kPsPerOperandElement;
+        if (slices > 1) time = (time + double(slices) * 8 * double(outputs) * kWorkspacePsPerByte) / kSplitGain;
+        if (best == 0 || time < best) {
+          best = time;
+          plan.tile = tile;
+          plan.splits = slices;
+          plan.why = "the tile and K split of least modelled time: " + std::to_string(tiles * slices) + " blocks in " +
+                     std::to_string(waves) + " wave(s) of " + std::to_string(per_wave);
+        }
+      }
+    }
+    STD_TORCH_CHECK(best > 0, "tiledmm: internal error: no tile of ", Family::kName, " fits this GPU");
+    if (Family::min_splits(p, num_sms) > 1)
+      plan.why += "; an output too small to fill the GPU: at least " + std::to_string(Family::min_splits(p, num_sms)) +
+                  " K slices, for accuracy";
   } else if (large_fits && blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +

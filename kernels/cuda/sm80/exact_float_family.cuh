@@ -70,6 +70,7 @@ struct ExactFloatFamily {
   static constexpr bool kSplitOnLargeTile = false;  // split K runs the medium tile ...
   static constexpr int kMediumBlocksPerSm = 1;      // ... one block per SM (66 slices of largeK: 0.87x
                                                     // torch, against 0.85x with 132)
+  static constexpr double kPsPerOperandElement = 0;  // not wave-timed: plan_launch's tile roles
   static constexpr bool kTransposesRowMajorProducts = false;
   static constexpr bool kTransposesMisalignedNt = false;
   static constexpr bool kClassTiles = false;

@@ -61,6 +61,7 @@ struct MmaFamily {
   static constexpr bool kNarrowOnSmallTile = false;
   static constexpr bool kSplitOnLargeTile = false;
   static constexpr int kMediumBlocksPerSm = 2;  // (float64's medium tile fits one: not yet re-measured)
+  static constexpr double kPsPerOperandElement = 0;  // not wave-timed: plan_launch's tile roles
   static constexpr bool kTransposesRowMajorProducts = false;
   static constexpr bool kTransposesMisalignedNt = false;
   static constexpr bool kClassTiles = false;

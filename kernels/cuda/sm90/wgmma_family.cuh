@@ -51,6 +51,7 @@ struct WgmmaTileTable {  // fp16, bf16
   static constexpr const char* kName =
       std::is_same_v<T, __nv_bfloat16> ? "bfloat16 tensor cores (wgmma, sm_90a; float32 accumulation)"
                                        : "float16 tensor cores (wgmma, sm_90a; float32 accumulation)";
+  static constexpr double kPsPerOperandElement = 38;  // ~600 TFLOP/s on 128 x 256 (WgmmaFamily)
 };
 // TF32: A from registers, B by cp.async or, K-major and aligned, by rounding bulk copies
 // (WgmmaFamily::kBulk). An MN-major B (A^T x B products only) also needs a ring
@@ -65,6 +66,7 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "TF32 tensor cores (wgmma, sm_90a; inputs rounded to TF32, float32 accumulation)";
+  static constexpr double kPsPerOperandElement = 93;  // WgmmaFamily
 };
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
 // 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tiles,
@@ -78,6 +80,7 @@ struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
   static constexpr const char* kName =
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
       "32 of K)";
+  static constexpr double kPsPerOperandElement = 139;  // WgmmaFamily
 };
 
 template <class Input>
@@ -93,6 +96,26 @@ struct WgmmaFamily {
   // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
   static constexpr bool kSplitOnLargeTile = true;
   static constexpr int kMediumBlocksPerSm = 1;  // the medium tiles' shared memory fits one block
+  // plan_launch times these plans by their waves: a block's time is its operand elements (BM + BN
+  // a K step) at this many picoseconds of one SM each. H100 sweeps (bench/NOTES.md item 161):
+  // TF32 93 (128 x 256, A^T x B at K = 8192), 3xTF32 139 (128 x 128); 16-bit from its rate.
+  static constexpr double kPsPerOperandElement = WgmmaTileTable<Input>::kPsPerOperandElement;
+  // 3xTF32's sums move into float32 once per 32 of K, so an output too small to fill the GPU,
+  // unsplit, is one sequential float32 sum of up to K / 32 tile sums per output: on all-positive
+  // inputs that measured 2.0-2.4x torch's error (96 x 80 outputs, K 33-1000; cuBLAS splits K
+  // there). Measured within the contract from K = 4096 in 8 slices: such outputs run here in
+  // kSmallOutputSlices K slices or more where K >= kSmallOutputMinK and the slices' workspace fits
+  // kMaxAccuracyWorkspace (is_as_accurate), and on mma.sync otherwise (gemm_dispatch.cuh).
+  static constexpr int64_t kSmallOutputMinK = 4096, kSmallOutputSlices = 8;
+  static int64_t min_splits(const GemmProblem& p, int num_sms) {
+    using Medium = std::tuple_element_t<kMedium, Tiles>;
+    return Input::kPromoteTiles == 0 || output_tiles(p, Medium::BM, Medium::BN) >= num_sms ? 1 : kSmallOutputSlices;
+  }
+  static bool is_as_accurate(const GemmProblem& p, int num_sms) {
+    const int64_t slices = min_splits(p, num_sms);
+    return slices == 1 || (p.k >= kSmallOutputMinK &&
+                           slices * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace);
+  }
   // float32: row-major A x row-major B runs as C^T = B^T A^T, whose shared-memory operand (A^T) is
   // K-major, as TF32 wgmma needs (gemm_wgmma.cuh).
   static constexpr bool kTransposesRowMajorProducts = std::is_same_v<T, float>;
