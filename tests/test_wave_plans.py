@@ -1,7 +1,9 @@
 """The wgmma families' wave-timed plans (plan_launch): the tile and K split of least modelled time,
 so that a grid's last wave is not a few blocks on an idle GPU; and 'highest' on small outputs over
-a long K, which runs 3xTF32 on wgmma in 8 K slices or more for accuracy."""
+a long K, which runs 3xTF32 on wgmma in 8 K slices or more for accuracy. Shapes are sized from
+the GPU's SM count where the rule depends on it."""
 
+import math
 import re
 
 import pytest
@@ -11,6 +13,14 @@ import tiledmm
 from _util import HOPPER_ONLY, check_against_reference, poisoned, rel_err, torch_product
 
 pytestmark = HOPPER_ONLY
+
+
+def _sms():
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def _tiles(m, n, bm=128, bn=128):
+    return math.ceil(m / bm) * math.ceil(n / bn)
 
 
 def _make(kind, rows, cols, transposed):
@@ -24,23 +34,28 @@ def _operands(m, k, n, layout, kind="randn"):
 
 def _slices(text):
     found = re.search(r"split K: (\d+) slices of (\d+)", text)
-    return int(found.group(1)) if found else 1
+    return (int(found.group(1)), int(found.group(2))) if found else (1, None)
 
 
-# Fewer output tiles of 128 x 128 than SMs (132 on an H100 or H200), K >= 4096.
-SMALL_LONG_K = [(768, 8192, 768, "tn"), (2304, 4100, 700, "tn"), (300, 5000, 200, "nn"), (1000, 4096, 1000, "tt")]
+# K >= 4096; each is taken where it has fewer 128 x 128 tiles than the GPU has SMs.
+SMALL_LONG_K = [(768, 8192, 768, "tn"), (2304, 4100, 700, "tn"), (300, 5000, 200, "nn"), (1000, 4096, 1000, "tt"),
+                (700, 40000, 600, "nn")]
 
 
 @pytest.mark.parametrize("kind", ["randn", "rand"])
 @pytest.mark.parametrize("m,k,n,layout", SMALL_LONG_K)
-def test_highest_small_outputs_over_long_k_run_on_wgmma_in_eight_slices(m, k, n, layout, kind):
+def test_highest_small_outputs_over_long_k_run_on_wgmma_in_short_slices(m, k, n, layout, kind):
     """3xTF32's sums move into float32 once per 32 of K: one sequential sum over a long K measured
-    up to 2.4x torch's error on all-positive inputs, so small outputs take at least 8 K slices
-    and stay within 2x torch's error on rand as well as randn."""
+    up to 2.4x torch's error on all-positive inputs, so outputs too small to fill the GPU take at
+    least 8 K slices, none longer than 2048, and stay within 2x torch's error on rand as well as
+    randn."""
+    if _tiles(m, n) >= _sms():
+        pytest.skip(f"{m} x {n} fills this GPU's {_sms()} SMs")
     a, b = _operands(m, k, n, layout, kind)
     text = tiledmm.explain(a, b, precision="highest")
     assert "3xTF32 tensor cores (wgmma" in text and "for accuracy" in text, text
-    assert _slices(text) >= 8, text
+    slices, length = _slices(text)
+    assert slices >= 8 and length <= 2048, text
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="highest"), (m, n), torch.float32, "cuda")
     ref = a.double() @ b.double()
     err, torch_err = rel_err(out, ref), rel_err(torch_product(a, b), ref)
@@ -48,8 +63,10 @@ def test_highest_small_outputs_over_long_k_run_on_wgmma_in_eight_slices(m, k, n,
 
 
 def test_highest_small_outputs_over_shorter_k_stay_on_mma_sync():
-    """Below K = 4096 eight slices would be too short to pay: 3xTF32 on mma.sync, whose sums move
-    into float32 every 8 of K."""
+    """Below K = 4096, where 8 slices were not measured for accuracy: 3xTF32 on mma.sync, whose sums
+    move into float32 every 8 of K."""
+    if _tiles(768, 768) >= _sms():
+        pytest.skip(f"768 x 768 fills this GPU's {_sms()} SMs")
     a, b = _operands(768, 4000, 768, "tn")
     assert "mma.sync" in tiledmm.explain(a, b, precision="highest")
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="highest"), (768, 768), torch.float32, "cuda")
@@ -58,30 +75,39 @@ def test_highest_small_outputs_over_shorter_k_stay_on_mma_sync():
 
 @pytest.mark.parametrize("precision", ["tf32", "highest"])
 def test_a_last_wave_of_few_blocks_is_split_away(precision):
-    """3072 x 768 outputs are 144 tiles of 128 x 128 (72 of 128 x 256): on 132 SMs, whole tiles
-    take two waves for 1.09 waves' work, so K is split until the waves are nearly full."""
-    a, b = _operands(3072, 8192, 768, "tn")
+    """An output of 12 more 128 x 128 tiles than SMs (3072 x 768 on 132 SMs): whole tiles would take
+    two waves for 1.09 waves' work, so K is split until the waves are at least 3/4 full."""
+    m = 128 * math.ceil((_sms() + 12) / 6)
+    a, b = _operands(m, 8192, 768, "tn")
     text = tiledmm.explain(a, b, precision=precision)
-    assert "least modelled time" in text and _slices(text) > 1, text
+    assert "least modelled time" in text and _slices(text)[0] > 1, text
     blocks, waves, per_wave = map(int, re.search(r"(\d+) blocks in (\d+) wave\(s\) of (\d+)", text).groups())
-    assert blocks > (waves - 1) * per_wave and blocks >= 0.75 * waves * per_wave, text
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (3072, 768), torch.float32, "cuda")
+    assert blocks >= 0.75 * waves * per_wave, text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (m, 768), torch.float32, "cuda")
     check_against_reference(out, a, b, strict=precision == "highest", tf32=precision == "tf32")
 
 
 def test_outputs_of_nearly_full_waves_keep_whole_tiles():
-    """4096 x 4096 on 128 x 256 tiles is 512 blocks, 3.9 waves of 132: no split (its workspace
-    would cost more than the last wave's idle SMs)."""
+    """4096 x 4096 x 4096 (3.9 waves of 128 x 256 tiles on 132 SMs): no split, which would double
+    the waves and add the workspace's round trip."""
     for precision in ("tf32", "highest"):
         text = tiledmm.explain(*_operands(4096, 4096, 4096, "nn"), precision=precision)
         assert "split K" not in text and "least modelled time" in text, text
 
 
+def test_misaligned_outputs_that_fill_the_gpu_keep_whole_tiles():
+    """Without 16-byte alignment a split K would give up TF32's residue-class boxes: whole tiles."""
+    a, b = _operands(8205, 2949, 5921, "nn")
+    text = tiledmm.explain(a, b, precision="tf32")
+    assert "split K" not in text and "least modelled time" in text, text
+
+
 @pytest.mark.parametrize("precision", ["tf32", "3xtf32", "highest"])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("m,k,n", [(1000, 1000, 1000), (333, 9001, 517), (4097, 2049, 131), (131, 6000, 4099)])
+@pytest.mark.parametrize("m,k,n", [(2049, 1000, 2051), (333, 9001, 517), (4097, 2049, 515), (131, 6000, 4099)])
 def test_wave_timed_plans_at_odd_shapes(m, k, n, layout, precision):
-    """Whatever tile and split the model picks, every output is written and accurate."""
+    """Whatever tile and split the plan picks (TF32's aligned x @ W^T runs on the Hopper GEMM core
+    instead), every output is written and accurate."""
     a, b = _operands(m, k, n, layout)
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=precision), (m, n), torch.float32, "cuda")
     check_against_reference(out, a, b, strict=precision != "tf32", tf32=precision == "tf32")

@@ -20,7 +20,9 @@
 namespace tiledmm {
 
 // Tile tables are indexed by role; each family fills every role with the tile measured fastest
-// for it (the "large" tile need not be the largest).
+// for it (the "large" tile need not be the largest). The wave-timed families (plan_launch) choose
+// among their large, medium and small tiles by modelled time instead; the roles below are the
+// other families' rules, and kShortK is every family's.
 enum TileRole : int {
   kLarge = 0,   // outputs at least one tile tall and wide that fill the GPU (kLargeMinWaves
                 // blocks per SM) with this tile
@@ -116,8 +118,8 @@ constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at le
 // Wave-timed plans (plan_launch, for families with a kPsPerOperandElement): a split K's slices
 // each write their partial product in float32 and a second kernel reads them back, 8 bytes an
 // output element a slice, at about 2.3 TB/s on an H100 (3072 x 768 outputs: 8.2 us a slice for
-// TF32 and 3xTF32 alike, bench/NOTES.md item 161). A split must model kSplitGain faster than
-// one slice, for the model's error (5-10%).
+// TF32 and 3xTF32 alike, bench/NOTES.md item 161). A split's modelled time is divided by
+// kSplitGain, so that it must beat the best single slice by 10%, the model's error.
 constexpr double kWorkspacePsPerByte = 0.43;
 constexpr double kSplitGain = 0.9;
 // Longest K one accumulator sums before its slice is added to the others: rounding error grows

@@ -66,6 +66,65 @@ int64_t accuracy_splits(const GemmProblem& p) {
   return splits > 1 && affordable ? splits : 1;
 }
 
+struct TileInfo {
+  int64_t bm, bn, bk;
+  int smem;           // bytes of shared memory a block needs
+  int blocks_per_sm;  // blocks that share an SM
+};
+
+// The wave-timed plan (families with a kPsPerOperandElement: the wgmma ones). A block computes
+// one tile, or one K slice of it, and the grid runs in waves of blocks_per_sm x num_sms blocks, so
+// a last wave of few blocks leaves the other SMs idle for a block's whole time (144 tiles on 132
+// SMs take two waves for 1.09 waves' work). The plan takes the tile and K split of least modelled
+// time: a block's time is its operand elements, (BM + BN) a K step over its slice plus two K tiles
+// of pipeline fill, at the family's rate (blocks sharing an SM share its time); a split adds its
+// slices' round trip through the workspace, and its time is divided by kSplitGain, so that it must
+// beat one slice by 10%. Fitted to H100 sweeps of TF32 and 3xTF32 within 10% (bench/NOTES.md item
+// 161). info(tile): the tile's TileInfo.
+template <class Family, typename Info>
+void plan_by_waves(const GemmProblem& p, const DeviceLimits& device, bool vec, bool large_fits, Info&& info,
+                   LaunchPlan& plan) {
+  const int num_sms = device.num_sms;
+  const int64_t outputs = p.batch * p.m * p.n, for_accuracy = accuracy_splits<typename Family::Acc>(p);
+  const int64_t fewest = std::max(Family::min_splits(p, num_sms), for_accuracy);
+  const int64_t budget = std::max<int64_t>(1, kMaxAccuracyWorkspace / (outputs * int64_t(sizeof(typename Family::Acc))));
+  double best = 0;
+  int64_t best_blocks = 0, best_waves = 0, best_per_wave = 0;
+  for (const int tile : {kLarge, kMedium, kSmall}) {
+    const TileInfo t = info(tile);
+    if ((tile == kLarge && !large_fits) || t.smem > device.max_smem) continue;
+    const int64_t tiles = output_tiles(p, t.bm, t.bn), per_wave = int64_t(t.blocks_per_sm) * num_sms;
+    const int64_t slabs = (p.k + t.bk - 1) / t.bk;
+    int64_t most = std::min({slabs / kMinSlabsPerSplit, budget, std::max<int64_t>(16, 2 * ((per_wave + tiles - 1) / tiles))});
+    // Without 16-byte alignment a split gives up TF32's residue-class boxes (class_grid_fits), which
+    // whole tiles take (item 122: 1.92x torch against 1.11x): K is split for speed only where whole
+    // tiles cannot fill the GPU, as before the wave model.
+    if (!vec && tiles >= per_wave) most = 1;
+    most = std::max(most, fewest);
+    for (int64_t s = fewest; s <= most; ++s) {
+      const int64_t k_chunk = ((p.k + s - 1) / s + t.bk - 1) / t.bk * t.bk, slices = (p.k + k_chunk - 1) / k_chunk;
+      if (slices < fewest) continue;
+      const int64_t waves = (tiles * slices + per_wave - 1) / per_wave;
+      double time = double(waves) * t.blocks_per_sm * double(t.bm + t.bn) * double(k_chunk + 2 * t.bk) *
+                    Family::kPsPerOperandElement;
+      if (slices > 1) time = (time + double(slices) * 8 * double(outputs) * kWorkspacePsPerByte) / kSplitGain;
+      if (best == 0 || time < best) {
+        best = time;
+        plan.tile = tile;
+        plan.splits = slices;
+        best_blocks = tiles * slices, best_waves = waves, best_per_wave = per_wave;
+      }
+    }
+  }
+  STD_TORCH_CHECK(best > 0, "tiledmm: internal error: no tile of ", Family::kName, " fits this GPU");
+  plan.why = "the tile and K split of least modelled time: " + std::to_string(best_blocks) + " blocks in " +
+             std::to_string(best_waves) + " wave(s) of " + std::to_string(best_per_wave);
+  if (Family::min_splits(p, num_sms) > 1)
+    plan.why += "; an output too small to fill the GPU: at least " + std::to_string(Family::min_splits(p, num_sms)) +
+                " K slices, for accuracy";
+  if (for_accuracy > 1) plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
+}
+
 template <class Family>
 LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
   const int num_sms = device.num_sms;
@@ -75,11 +134,6 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
                    vectorizable(p.b, p.b.row_major ? p.n : p.k, kVecWidth);
   int num_tiles = 0;
   with_table<Family>(vec, [&](auto, auto tiles) { num_tiles = std::tuple_size_v<decltype(tiles)>; });
-  struct TileInfo {
-    int64_t bm, bn, bk;
-    int smem;           // bytes of shared memory a block needs
-    int blocks_per_sm;  // blocks that share an SM
-  };
   auto info = [&](int tile) {
     TileInfo t{};
     with_table<Family>(vec, [&](auto v, auto tiles) {
@@ -106,44 +160,7 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.why = "short K (<= 256): the output's writes weigh as much as the products, and the short-K tile "
                "overlaps them with other work (several blocks per SM, or a persistent block's next tile)";
   } else if constexpr (Family::kPsPerOperandElement > 0) {
-    // Wave-timed: a block computes one tile (or one K slice of it), and the grid runs in waves of
-    // blocks_per_sm x num_sms blocks, so a last wave of few blocks leaves the other SMs idle for
-    // a block's whole time (144 tiles on 132 SMs take two waves for 1.09 waves' work). The tile
-    // and K split of least modelled time: a block's time is its operand elements, (BM + BN) a K
-    // step over its slice plus two K tiles of pipeline fill, at the family's rate (blocks sharing
-    // an SM share its time); a split adds its slices' round trip through the workspace and must
-    // gain kSplitGain. Fitted to H100 sweeps of TF32 and 3xTF32 within 10% (bench/NOTES.md item 161).
-    const int64_t outputs = p.batch * p.m * p.n;
-    const int64_t fewest = std::max(Family::min_splits(p, num_sms), accuracy_splits<typename Family::Acc>(p));
-    const int64_t budget = std::max<int64_t>(1, kMaxAccuracyWorkspace / (outputs * int64_t(sizeof(typename Family::Acc))));
-    double best = 0;
-    for (const int tile : {kLarge, kMedium, kSmall}) {
-      if ((tile == kLarge && !large_fits) || smem(tile) > device.max_smem) continue;
-      const TileInfo t = info(tile);
-      const int64_t tiles = blocks(tile), per_wave = int64_t(t.blocks_per_sm) * num_sms;
-      const int64_t slabs = (p.k + t.bk - 1) / t.bk;
-      const int64_t most = std::max(fewest, std::min({slabs / kMinSlabsPerSplit, budget,
-                                                      std::max<int64_t>(16, 2 * ((per_wave + tiles - 1) / tiles))}));
-      for (int64_t s = fewest; s <= most; ++s) {
-        const int64_t k_chunk = ((p.k + s - 1) / s + t.bk - 1) / t.bk * t.bk, slices = (p.k + k_chunk - 1) / k_chunk;
-        if (slices < fewest) continue;
-        const int64_t waves = (tiles * slices + per_wave - 1) / per_wave;
-        double time = double(waves) * t.blocks_per_sm * double(t.bm + t.bn) * double(k_chunk + 2 * t.bk) *
-                      Family::kPsPerOperandElement;
-        if (slices > 1) time = (time + double(slices) * 8 * double(outputs) * kWorkspacePsPerByte) / kSplitGain;
-        if (best == 0 || time < best) {
-          best = time;
-          plan.tile = tile;
-          plan.splits = slices;
-          plan.why = "the tile and K split of least modelled time: " + std::to_string(tiles * slices) + " blocks in " +
-                     std::to_string(waves) + " wave(s) of " + std::to_string(per_wave);
-        }
-      }
-    }
-    STD_TORCH_CHECK(best > 0, "tiledmm: internal error: no tile of ", Family::kName, " fits this GPU");
-    if (Family::min_splits(p, num_sms) > 1)
-      plan.why += "; an output too small to fill the GPU: at least " + std::to_string(Family::min_splits(p, num_sms)) +
-                  " K slices, for accuracy";
+    plan_by_waves<Family>(p, device, vec, large_fits, info, plan);
   } else if (large_fits && blocks(kLarge) >= Family::kLargeMinWaves * num_sms) {
     plan.tile = kLarge;
     plan.why = "large output: the large tile fills every SM (" + std::to_string(Family::kLargeMinWaves) +
@@ -184,7 +201,10 @@ LaunchPlan plan_launch(const GemmProblem& p, const DeviceLimits& device) {
     plan.splits = for_accuracy;
     plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
   }
-  if (p.splits_override >= 1) plan.splits = p.splits_override;
+  if (p.splits_override >= 1) {
+    plan.splits = p.splits_override;
+    plan.why += "; K splits forced by the caller";
+  }
   plan.splits = std::max<int64_t>(plan.splits, 1);
   const int64_t bk = info(plan.tile).bk;
   const int64_t per_split = (p.k + plan.splits - 1) / plan.splits;

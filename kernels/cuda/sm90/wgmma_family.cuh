@@ -4,6 +4,7 @@
 // alignment, planning knobs (plan_launch), launch and description (WgmmaFamily).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <tuple>
@@ -90,12 +91,6 @@ struct WgmmaFamily {
   using Tiles = typename WgmmaTileTable<Input>::Tiles;
   using FallbackTiles = typename WgmmaTileTable<Input>::FallbackTiles;
   static constexpr const char* kName = WgmmaTileTable<Input>::kName;
-  static constexpr int kLargeMinWaves = 1;
-  static constexpr bool kNarrowOnSmallTile = false;
-  // Split K on the large tile, one block per SM: bf16 largeK (256 x 524288 x 256) 0.91x torch
-  // with 66 slices of 128 x 256, against 0.72x on 128 x 128 (scripts/tile_sweep.py).
-  static constexpr bool kSplitOnLargeTile = true;
-  static constexpr int kMediumBlocksPerSm = 1;  // the medium tiles' shared memory fits one block
   // plan_launch times these plans by their waves: a block's time is its operand elements (BM + BN
   // a K step) at this many picoseconds of one SM each. H100 sweeps (bench/NOTES.md item 161):
   // TF32 93 (128 x 256, A^T x B at K = 8192), 3xTF32 139 (128 x 128); 16-bit from its rate.
@@ -103,18 +98,23 @@ struct WgmmaFamily {
   // 3xTF32's sums move into float32 once per 32 of K, so an output too small to fill the GPU,
   // unsplit, is one sequential float32 sum of up to K / 32 tile sums per output: on all-positive
   // inputs that measured 2.0-2.4x torch's error (96 x 80 outputs, K 33-1000; cuBLAS splits K
-  // there). Measured within the contract from K = 4096 in 8 slices: such outputs run here in
-  // kSmallOutputSlices K slices or more where K >= kSmallOutputMinK and the slices' workspace fits
-  // kMaxAccuracyWorkspace (is_as_accurate), and on mma.sync otherwise (gemm_dispatch.cuh).
-  static constexpr int64_t kSmallOutputMinK = 4096, kSmallOutputSlices = 8;
-  static int64_t min_splits(const GemmProblem& p, int num_sms) {
+  // there). Measured within the contract from K = 4096 in 8 slices, and in slices up to 2048 long
+  // (item 161): such outputs run here where K >= kSmallOutputMinK, in kSmallOutputSlices K slices
+  // or more and none longer than kSmallOutputSliceK, where the slices' workspace fits
+  // kMaxAccuracyWorkspace (is_as_accurate); on mma.sync otherwise (gemm_dispatch.cuh).
+  static constexpr int64_t kSmallOutputMinK = 4096, kSmallOutputSlices = 8, kSmallOutputSliceK = 2048;
+  static bool fills_gpu(const GemmProblem& p, int num_sms) {
     using Medium = std::tuple_element_t<kMedium, Tiles>;
-    return Input::kPromoteTiles == 0 || output_tiles(p, Medium::BM, Medium::BN) >= num_sms ? 1 : kSmallOutputSlices;
+    return output_tiles(p, Medium::BM, Medium::BN) >= num_sms;
+  }
+  static int64_t min_splits(const GemmProblem& p, int num_sms) {
+    if (Input::kPromoteTiles == 0 || p.k < kSmallOutputMinK || fills_gpu(p, num_sms)) return 1;
+    return std::max(kSmallOutputSlices, (p.k + kSmallOutputSliceK - 1) / kSmallOutputSliceK);
   }
   static bool is_as_accurate(const GemmProblem& p, int num_sms) {
-    const int64_t slices = min_splits(p, num_sms);
-    return slices == 1 || (p.k >= kSmallOutputMinK &&
-                           slices * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace);
+    return fills_gpu(p, num_sms) ||
+           (p.k >= kSmallOutputMinK &&
+            min_splits(p, num_sms) * p.batch * p.m * p.n * int64_t(sizeof(Acc)) <= kMaxAccuracyWorkspace);
   }
   // float32: row-major A x row-major B runs as C^T = B^T A^T, whose shared-memory operand (A^T) is
   // K-major, as TF32 wgmma needs (gemm_wgmma.cuh).
