@@ -19,8 +19,12 @@ ENTRIES = {
     "mm": (tiledmm.mm, torch.mm, ((6, 5), (5, 4))),
     "bmm": (tiledmm.bmm, torch.bmm, ((2, 6, 5), (2, 5, 4))),
     "linear": (lambda x, w: tiledmm.linear(x, w, w[:, 0]), lambda x, w: F.linear(x, w, w[:, 0]), ((6, 5), (4, 5))),
+    "linear_nd": (lambda x, w: tiledmm.linear(x, w, w[:, 0]), lambda x, w: F.linear(x, w, w[:, 0]),
+                  ((2, 6, 5), (4, 5))),
     "nn.Linear": (lambda x, w: _layer(tiledmm.nn.Linear, x, w), lambda x, w: _layer(torch.nn.Linear, x, w),
                   ((6, 5), (4, 5))),
+    "nn.Linear_nd": (lambda x, w: _layer(tiledmm.nn.Linear, x, w), lambda x, w: _layer(torch.nn.Linear, x, w),
+                     ((2, 6, 5), (4, 5))),
     "enable": (lambda a, b: _enabled(torch.matmul, a, b), torch.matmul, ((6, 5), (5, 4))),
 }
 
@@ -81,7 +85,7 @@ def test_no_grad_mode_builds_no_graph(device, name):
 
 
 @pytest.mark.parametrize("needs", ["a", "b"])
-@pytest.mark.parametrize("name", ["matmul", "mm", "bmm", "linear"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear", "linear_nd"])
 def test_autocast_forward_backward_after_it(device, name, needs):
     # Mixed-precision training with one operand needing a gradient: the Function saves the cast
     # operands, so a backward after the autocast block gives a float32 gradient, close to torch's.
@@ -98,7 +102,7 @@ def test_autocast_forward_backward_after_it(device, name, needs):
 
 
 @pytest.mark.parametrize("needs", ["a", "ab"], ids=["a", "both"])
-@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear", "linear_nd"])
 def test_compile_fullgraph(device, name, needs):
     ours_fn, torch_fn, _ = ENTRIES[name]
     inputs = _operands(name, device, needs)
@@ -109,7 +113,7 @@ def test_compile_fullgraph(device, name, needs):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear", "linear_nd"])
 def test_func_grad_and_vmap(device, name):
     ours_fn, torch_fn, _ = ENTRIES[name]
     a, b = _operands(name, device, "")

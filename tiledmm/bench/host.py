@@ -3,7 +3,8 @@ and tiledmm's, at small sizes, where the host rather than the GPU sets the pace.
 
 Entry points, each torch's and tiledmm's on the same operands: matmul, mm, bmm (a batch of 4),
 linear (with a bias: F.linear and tiledmm.linear), nn.Linear (torch.nn.Linear and
-tiledmm.nn.Linear with the same parameters), enable (torch.matmul, and torch.matmul inside
+tiledmm.nn.Linear with the same parameters), each of these two also with a model's 3-D input
+(linear_nd, nn.Linear_nd: n / 4 x 4 x n), enable (torch.matmul, and torch.matmul inside
 ``tiledmm.enable()``), and operator: torch.mm against tiledmm's operator called below autograd,
 the floor that tiledmm's Python layer adds to (its C++ side: checks, allocation, launch).
 Passes: "nograd" (nothing requires a gradient), "grad" (every operand and parameter requires
@@ -41,17 +42,31 @@ def _pair(torch_fn, tiledmm_fn, batch=()):
     return make
 
 
-def _linear(n, dtype, device):
-    x, w, bias = (torch.randn(*shape, dtype=dtype, device=device) for shape in ((n, n), (n, n), (n,)))
-    return [x, w, bias], {"torch": lambda: F.linear(x, w, bias), "tiledmm": lambda: tiledmm.linear(x, w, bias)}
+def _input(n, dtype, device, rows_in_batch):
+    """A linear layer's (n, n) input, or with rows_in_batch, (n / BATCH, BATCH, n): a model's
+    (batch, sequence, features) activations, whose batch folds into the rows."""
+    shape = (n // BATCH, BATCH, n) if rows_in_batch else (n, n)
+    return torch.randn(*shape, dtype=dtype, device=device)
 
 
-def _module(n, dtype, device):
-    theirs = torch.nn.Linear(n, n, dtype=dtype, device=device)
-    ours = tiledmm.nn.Linear(n, n, dtype=dtype, device=device)
-    ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(n, n, dtype=dtype, device=device)
-    return [x, *theirs.parameters(), *ours.parameters()], {"torch": lambda: theirs(x), "tiledmm": lambda: ours(x)}
+def _linear(rows_in_batch):
+    def make(n, dtype, device):
+        x = _input(n, dtype, device, rows_in_batch)
+        w, bias = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, dtype=dtype, device=device)
+        return [x, w, bias], {"torch": lambda: F.linear(x, w, bias), "tiledmm": lambda: tiledmm.linear(x, w, bias)}
+
+    return make
+
+
+def _module(rows_in_batch):
+    def make(n, dtype, device):
+        theirs = torch.nn.Linear(n, n, dtype=dtype, device=device)
+        ours = tiledmm.nn.Linear(n, n, dtype=dtype, device=device)
+        ours.load_state_dict(theirs.state_dict())
+        x = _input(n, dtype, device, rows_in_batch)
+        return [x, *theirs.parameters(), *ours.parameters()], {"torch": lambda: theirs(x), "tiledmm": lambda: ours(x)}
+
+    return make
 
 
 def _operator(a, b):
@@ -69,8 +84,10 @@ ENTRIES = {
     "matmul": Entry(_pair(torch.matmul, tiledmm.matmul)),
     "mm": Entry(_pair(torch.mm, tiledmm.mm)),
     "bmm": Entry(_pair(torch.bmm, tiledmm.bmm, (BATCH,))),
-    "linear": Entry(_linear),
-    "nn.Linear": Entry(_module),
+    "linear": Entry(_linear(False)),
+    "linear_nd": Entry(_linear(True)),
+    "nn.Linear": Entry(_module(False)),
+    "nn.Linear_nd": Entry(_module(True)),
     "enable": Entry(_pair(torch.matmul, torch.matmul), enabled=True),
     "operator": Entry(_pair(torch.mm, _operator), passes=("nograd",)),
 }
@@ -139,8 +156,8 @@ def _rows(name, pass_, n, dtype, times):
 
 def table(rows):
     """tiledmm's time per call beside torch's, and their ratio (tiledmm / torch: lower is better)."""
-    lines = [f"{'entry':10s} {'pass':8s} {'n':>4s} {'dtype':9s} {'torch us':>9s} {'tiledmm us':>11s} {'ratio':>7s}"]
+    lines = [f"{'entry':12s} {'pass':8s} {'n':>4s} {'dtype':9s} {'torch us':>9s} {'tiledmm us':>11s} {'ratio':>7s}"]
     for t, ref in host_pairs(rows):
-        lines.append(f"{t['entry']:10s} {t['pass']:8s} {t['n']:4d} {t['dtype']:9s} {ref['us']:9.2f} {t['us']:11.2f} "
+        lines.append(f"{t['entry']:12s} {t['pass']:8s} {t['n']:4d} {t['dtype']:9s} {ref['us']:9.2f} {t['us']:11.2f} "
                      f"{t['ratio']:6.2f}x")
     return "\n".join(lines)
