@@ -16,6 +16,7 @@ import tiledmm
 ENTRIES = {
     "matmul": (tiledmm.matmul, torch.matmul, ((6, 5), (5, 4))),
     "matmul_nd": (tiledmm.matmul, torch.matmul, ((2, 6, 5), (5, 4))),
+    "matmul_batched": (tiledmm.matmul, torch.matmul, ((2, 3, 6, 5), (2, 3, 5, 4))),
     "mm": (tiledmm.mm, torch.mm, ((6, 5), (5, 4))),
     "bmm": (tiledmm.bmm, torch.bmm, ((2, 6, 5), (2, 5, 4))),
     "linear": (lambda x, w: tiledmm.linear(x, w, w[:, 0]), lambda x, w: F.linear(x, w, w[:, 0]), ((6, 5), (4, 5))),
@@ -68,7 +69,7 @@ def test_graph_and_gradients_as_torchs(device, name, needs):
         assert ours.grad_fn is None
         return
     nodes = _graph_nodes(ours)
-    assert ("TiledmmBMMBackward" if name == "bmm" else "TiledmmMMBackward") in nodes, nodes  # the lean node
+    assert ("TiledmmBMMBackward" if name in ("bmm", "matmul_batched") else "TiledmmMMBackward") in nodes, nodes  # lean
     assert not any("GeneratedBackwardFor" in n for n in nodes), nodes  # not torch.library's
     wrt = [x for x in inputs if x.requires_grad]
     grad = torch.randn_like(ours)
@@ -102,7 +103,7 @@ def test_autocast_forward_backward_after_it(device, name, needs):
 
 
 @pytest.mark.parametrize("needs", ["a", "ab"], ids=["a", "both"])
-@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear", "linear_nd"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "matmul_batched", "mm", "bmm", "linear", "linear_nd"])
 def test_compile_fullgraph(device, name, needs):
     ours_fn, torch_fn, _ = ENTRIES[name]
     inputs = _operands(name, device, needs)
@@ -113,7 +114,7 @@ def test_compile_fullgraph(device, name, needs):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "mm", "bmm", "linear", "linear_nd"])
+@pytest.mark.parametrize("name", ["matmul", "matmul_nd", "matmul_batched", "mm", "bmm", "linear", "linear_nd"])
 def test_func_grad_and_vmap(device, name):
     ours_fn, torch_fn, _ = ENTRIES[name]
     a, b = _operands(name, device, "")
