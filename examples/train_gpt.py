@@ -161,24 +161,31 @@ def new_run(args, impl, precision, device, parallel):
     return model, optimizer, schedule, route, autocast
 
 
+def step(run, tokens):
+    """One training step of run (new_run's tuple) on tokens (sequences, seq + 1); returns the loss."""
+    model, optimizer, schedule, route, autocast = run
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    with route():
+        with autocast():
+            loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    return loss
+
+
 def train(runs, batches, device):
     """Trains every run of runs ({name: new_run(...)}) on batches (steps, sequences, seq + 1), taking
     turns step by step. Returns, per name, the losses (a tensor) and the step times in seconds."""
     losses = {name: [] for name in runs}
     times = {name: [] for name in runs}
     for tokens in batches:
-        inputs, targets = tokens[:, :-1], tokens[:, 1:]
-        for name, (model, optimizer, schedule, route, autocast) in runs.items():
+        for name, run in runs.items():
             synchronize(device)
             start = time.perf_counter()
-            with route():
-                with autocast():
-                    loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
+            loss = step(run, tokens)
             synchronize(device)
             times[name].append(time.perf_counter() - start)
             losses[name].append(loss.detach())

@@ -12,26 +12,12 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 from torch.autograd import DeviceType
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import train_gpt  # noqa: E402
 
 from tiledmm.bench.timing import torch_precision  # noqa: E402
-
-
-def step(run, tokens):
-    model, optimizer, schedule, route, autocast = run
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    with route():
-        with autocast():
-            loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    schedule.step()
 
 
 def main():
@@ -48,13 +34,13 @@ def main():
         for impl in ("torch", "tiledmm"):
             run = train_gpt.new_run(gpt, impl, args.precision, device, None)
             for tokens in batches[: args.steps]:
-                step(run, tokens)
+                train_gpt.step(run, tokens)
             torch.cuda.synchronize()
             activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
             start = time.perf_counter()
             with torch.profiler.profile(activities=activities) as prof:
                 for tokens in batches[args.steps:]:
-                    step(run, tokens)
+                    train_gpt.step(run, tokens)
                 torch.cuda.synchronize()
             wall = (time.perf_counter() - start) / args.steps * 1e3
             events = prof.key_averages()

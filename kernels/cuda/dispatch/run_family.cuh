@@ -86,7 +86,8 @@ void plan_by_waves(const GemmProblem& p, const DeviceLimits& device, bool vec, b
                    LaunchPlan& plan) {
   const int num_sms = device.num_sms;
   const int64_t outputs = p.batch * p.m * p.n, for_accuracy = accuracy_splits<typename Family::Acc>(p);
-  const int64_t fewest = std::max(Family::min_splits(p, num_sms), for_accuracy);
+  const int64_t for_small_output = Family::min_splits(p, num_sms);
+  const int64_t fewest = std::max(for_small_output, for_accuracy);
   const int64_t budget = std::max<int64_t>(1, kMaxAccuracyWorkspace / (outputs * int64_t(sizeof(typename Family::Acc))));
   double best = 0;
   int64_t best_blocks = 0, best_waves = 0, best_per_wave = 0;
@@ -119,8 +120,8 @@ void plan_by_waves(const GemmProblem& p, const DeviceLimits& device, bool vec, b
   STD_TORCH_CHECK(best > 0, "tiledmm: internal error: no tile of ", Family::kName, " fits this GPU");
   plan.why = "the tile and K split of least modelled time: " + std::to_string(best_blocks) + " blocks in " +
              std::to_string(best_waves) + " wave(s) of " + std::to_string(best_per_wave);
-  if (Family::min_splits(p, num_sms) > 1)
-    plan.why += "; an output too small to fill the GPU: at least " + std::to_string(Family::min_splits(p, num_sms)) +
+  if (for_small_output > 1)
+    plan.why += "; an output too small to fill the GPU: at least " + std::to_string(for_small_output) +
                 " K slices, for accuracy";
   if (for_accuracy > 1) plan.why += "; K > " + std::to_string(kMaxSliceK) + " is split for accuracy";
 }
