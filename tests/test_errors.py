@@ -34,6 +34,11 @@ CASES = [
     ("mm_not_a_tensor", tiledmm.mm, lambda: (r(2, 3), [[1.0]] * 3), r"tiledmm\.mm: expected tensors, got Tensor and list"),
     ("bmm_not_a_tensor", tiledmm.bmm, lambda: ([[[1.0]]], r(1, 1, 4)), r"tiledmm\.bmm: expected tensors, got list and Tensor"),
     ("sparse", tiledmm.mm, lambda: (r(2, 3).to_sparse(), r(3, 4)), r"dense|strided|sparse|Sparse"),
+    ("linear_inner", tiledmm.linear, lambda: (r(2, 3), r(4, 5)), r"tiledmm\.matmul: inner dimensions differ: input of shape \[2, 3\] and other of shape \[5, 4\]"),
+    ("linear_bias_dtype", lambda x, w: tiledmm.linear(x, w, r(4, dtype=torch.float64)), lambda: (r(2, 3), r(4, 3)),
+     r"tiledmm\.linear: a bias of dtype torch\.float64 for operands of dtype torch\.float32"),
+    ("linear_bias_shape", lambda x, w: tiledmm.linear(x, w, r(5)), lambda: (r(2, 3), r(4, 3)),
+     r"tiledmm\.linear: a bias of shape \[5\] for a product with 4 columns \(expected \[4\]\)"),
 ]
 
 
@@ -87,6 +92,12 @@ def test_mixed_cpu_and_cuda(fn):
         fn(r(2, 3, device="cuda"), r(3, 4))
     with pytest.raises(RuntimeError, match=r"same device, got a on cpu and b on cuda:0"):
         fn(r(2, 3), r(3, 4, device="cuda"))
+
+
+@requires_gpu
+def test_linear_bias_on_another_device():
+    with pytest.raises(RuntimeError, match=r"tiledmm\.linear: a bias on cpu for operands on cuda:0"):
+        tiledmm.linear(r(2, 3, device="cuda"), r(4, 3, device="cuda"), r(4))
 
 
 @requires_gpu

@@ -77,6 +77,30 @@ def test_graph_and_gradients_as_torchs(device, name, needs):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("needs", ["bias", "all"])
+@pytest.mark.parametrize("shape", [(6, 5), (2, 6, 5)], ids=["2d", "nd"])
+def test_linear_bias_is_in_the_products_node(device, shape, needs):
+    # As torch's addmm: the bias is added to the product's output in place, one graph node for
+    # both, whose backward sums the output's gradient into the bias's.
+    x, w = torch.randn(shape, device=device, dtype=torch.float64), torch.randn(4, 5, device=device, dtype=torch.float64)
+    bias = torch.randn(4, device=device, dtype=torch.float64, requires_grad=True)
+    wrt = [x.requires_grad_(), w.requires_grad_(), bias] if needs == "all" else [bias]
+    ours, theirs = tiledmm.linear(x, w, bias), F.linear(x, w, bias)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    nodes = _graph_nodes(ours)
+    assert "TiledmmMMBackward" in nodes and not any(n.startswith("AddBackward") for n in nodes), nodes
+    grad = torch.randn_like(ours)
+    for g, h in zip(torch.autograd.grad(ours, wrt, grad), torch.autograd.grad(theirs, wrt, grad)):
+        torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bias_shape", [(1,), (6, 4), (2, 1, 4)])
+def test_linear_bias_broadcasts_as_torchs(device, bias_shape):
+    # Biases other than (out_features,) broadcast as F.linear's do (added out of place).
+    x, w, bias = (torch.randn(s, device=device, dtype=torch.float64) for s in ((2, 6, 5), (4, 5), bias_shape))
+    torch.testing.assert_close(tiledmm.linear(x, w, bias), F.linear(x, w, bias), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", list(ENTRIES))
 def test_no_grad_mode_builds_no_graph(device, name):
     inputs = _operands(name, device, "ab")

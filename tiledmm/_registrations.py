@@ -33,7 +33,7 @@ def autocast_inputs(device_type, *tensors):
     """The tensors as the ops' autocast kernels cast them: floating point (float64 excepted) to
     the autocast dtype of device_type."""
     dtype = torch.get_autocast_dtype(device_type)
-    return tuple(t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t for t in tensors)
+    return tuple(t if t.dtype in (dtype, torch.float64) or not t.is_floating_point() else t.to(dtype) for t in tensors)
 
 
 # The device types whose autocast casts the operators' inputs, and their dispatch keys.

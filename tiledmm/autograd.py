@@ -84,40 +84,84 @@ def autograd_function_needed() -> bool:
 
 
 def transformable(op, function, eager):
-    """op(a, b, precision) for mm, bmm and the backward and jvp formulas, run the cheapest way that
-    keeps its gradients: traced by torch.compile, the operator (torch.compile traces torch.func's
-    grad and vmap through it); where autograd_function_needed(), function.apply, eagerly.
-    Otherwise after autocast's cast (_autocast): where no gradient can flow, the operator's kernel
-    alone (_KERNEL_ONLY); where one can, eager.apply, or under vmap, functionalize and
-    torch.jit.trace the operator through its autograd kernel. The eager paths spare the Python
-    kernels torch.library registers for autograd and autocast: the autograd kernel costs ~5 us a
-    call on an H200's host without gradients (bench/NOTES.md items 141 and 144) and ~16 us over
-    the operator with them on a CPU, where eager.apply costs ~6 (item 154)."""
+    """op(a, b, precision) + bias (bias optional: linear's, added as torch's addmm adds it) for mm,
+    bmm and the backward and jvp formulas, run the cheapest way that keeps its gradients: traced by
+    torch.compile, the operator (torch.compile traces torch.func's grad and vmap through it);
+    where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
+    (_autocast): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY) and the
+    bias added in place; where one can, eager.apply, one graph node for the product and its bias,
+    or under vmap, functionalize and torch.jit.trace the operator through its autograd kernel. The
+    eager paths spare the Python kernels torch.library registers for autograd and autocast: the
+    autograd kernel costs ~5 us a call on an H200's host without gradients (bench/NOTES.md items
+    141 and 144) and ~16 us over the operator with them on a CPU, where eager.apply costs ~6
+    (item 154); the bias in the product's node spares an add's node and its output (item 165)."""
 
-    def product(a, b, precision=0):
+    def product(a, b, precision=0, bias=None):
         if torch.compiler.is_compiling() and forward_ad._current_level < 0:
-            return op(a, b, precision)
+            return plus_bias(op(a, b, precision), bias)
         if autograd_function_needed():
-            return _apply_eagerly(function, a, b, precision)
+            return plus_bias(_apply_eagerly(function, a, b, precision), bias)
         if torch._C._is_any_autocast_enabled():
-            a, b = _autocast(a, b)
-        if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+            a, b, bias = _autocast(a, b, bias)
+        if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
+                                             or (bias is not None and bias.requires_grad))):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                return op(a, b, precision)
+                out = op(a, b, precision)
+                return out if bias is None else _add_in_place(out, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
-            return op(a, b, precision)
-        return eager.apply(a, b, precision)
+            return plus_bias(op(a, b, precision), bias)
+        return eager.apply(a, b, precision, bias)
 
     return product
 
 
-def _autocast(a, b):
-    """(a, b) as the operators' autocast kernel casts them, which it does before their autograd
-    (so that a Function saves the cast inputs)."""
+def plus_bias(out, bias):
+    """out + bias where a graph records the product (torch.compile, torch.func, vmap): a bias
+    autocast left in float32 is cast to out's dtype, as torch.autocast casts linear's."""
+    if bias is None:
+        return out
+    if bias.dtype != out.dtype and torch.is_autocast_enabled(out.device.type):
+        bias = bias.to(out.dtype)
+    _check_bias(out, bias, in_place=False)
+    return out + bias
+
+
+def _add_in_place(out, bias):
+    """out, the product's new output, with bias added in place, as torch's addmm adds it."""
+    if bias.dtype == out.dtype and bias.dim() == 1:
+        try:
+            return out.add_(bias)  # which checks the bias's size and device
+        except RuntimeError:
+            _check_bias(out, bias, in_place=True)
+            raise
+    _check_bias(out, bias, in_place=True)
+    return out.add_(bias)
+
+
+def _check_bias(out, bias, in_place):
+    """Raises where the bias is not what torch's addmm takes: of the product's dtype and device,
+    and, added in place, of shape (columns,), (1,) or ()."""
+    columns = out.shape[-1]
+    if bias.dtype != out.dtype:
+        problem = f"a bias of dtype {bias.dtype} for operands of dtype {out.dtype}"
+    elif bias.device != out.device and not (bias.dim() == 0 and bias.is_cpu):
+        problem = f"a bias on {bias.device} for operands on {out.device}"
+    elif in_place and not (bias.dim() <= 1 and bias.numel() in (1, columns)):
+        problem = f"a bias of shape {list(bias.shape)} for a product with {columns} columns (expected [{columns}])"
+    else:
+        return
+    raise RuntimeError(f"tiledmm.linear: {problem}")
+
+
+def _autocast(a, b, bias=None):
+    """(a, b, bias) as the operators' autocast kernel casts a and b (and torch.autocast linear's
+    bias), which it does before their autograd (so that a Function saves the cast inputs)."""
     device_type = a.device.type
     if device_type in AUTOCAST_KEYS and torch.is_autocast_enabled(device_type):
-        return autocast_inputs(device_type, a, b)
-    return a, b
+        if bias is None:
+            return (*autocast_inputs(device_type, a, b), None)
+        return autocast_inputs(device_type, a, b, bias)
+    return a, b, bias
 
 
 # Below autograd (as torch._C._AutoDispatchBelowAutograd puts the dispatcher) and below autocast:
@@ -132,7 +176,8 @@ _KERNEL_ONLY = functools.reduce(
 @torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
 def _apply_eagerly(function, a, b, precision):
     """function.apply(a, b, precision) after autocast's cast."""
-    return function.apply(*_autocast(a, b), precision)
+    a, b, _ = _autocast(a, b)
+    return function.apply(a, b, precision)
 
 
 def _product_functions(name, op, doc):
@@ -145,6 +190,10 @@ def _product_functions(name, op, doc):
 
     def product_backward(ctx, grad):
         return _gradients(product, ctx, grad) + (None,)
+
+    def eager_backward(ctx, grad):
+        grad_bias = grad.sum_to_size(ctx.bias_shape) if ctx.needs_input_grad[3] else None
+        return _gradients(product, ctx, grad) + (None, grad_bias)
 
     class Product(torch.autograd.Function):
         generate_vmap_rule = True
@@ -171,18 +220,21 @@ def _product_functions(name, op, doc):
             return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
     class Eager(torch.autograd.Function):
-        """Product for eager autograd outside torch.func: the cheapest graph node Python builds.
-        forward(ctx, ...) spares apply binding the arguments to forward's signature, which it
-        does for a Function with setup_context (~25 us a call on a CPU); the operator's kernel
-        runs alone, on inputs already cast (its checks come first: they raise before anything
-        is saved)."""
+        """Product (plus a bias, or None) for eager autograd outside torch.func: the cheapest
+        graph node Python builds. forward(ctx, ...) spares apply binding the arguments to
+        forward's signature, which it does for a Function with setup_context (~25 us a call on a
+        CPU); the operator's kernel runs alone, on inputs already cast (its checks come first:
+        they raise before anything is saved), and the bias is added in place."""
 
-        backward = staticmethod(product_backward)
+        backward = staticmethod(eager_backward)
 
         @staticmethod
-        def forward(ctx, a, b, precision):
+        def forward(ctx, a, b, precision, bias):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
                 out = op(a, b, precision)
+                if bias is not None:
+                    out = _add_in_place(out, bias)
+                    ctx.bias_shape = bias.shape
             _save(ctx, a, b, precision)
             return out
 

@@ -185,14 +185,25 @@ def linear(
 ) -> torch.Tensor:
     """``input @ weight.T + bias``, like :func:`torch.nn.functional.linear`.
 
-    The weight (out_features, in_features) is read as a transposed view: never copied. {precision}
+    The weight (out_features, in_features) is read as a transposed view: never copied. The bias
+    (out_features,) is added to the product's output in place, one graph node for both, as
+    torch's addmm does. {precision}
     """
-    out = matmul(input, weight.mT, precision=precision)
-    if bias is None:
-        return out
-    if bias.dtype != out.dtype and torch.is_autocast_enabled(out.device.type):
-        bias = bias.to(out.dtype)  # autocast casts the bias too, as for F.linear
-    return out + bias
+    try:
+        if (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor) and weight.dim() == 2
+                and (bias is None or isinstance(bias, torch.Tensor) and bias.dim() <= 1)):
+            dim = input.dim()
+            if dim == 2 or (dim > 2 and input.is_contiguous()):
+                # A model's (batch, sequence, features) input folds into rows: one mm, as matmul's.
+                rows = input if dim == 2 else input.flatten(0, -2)
+                out = autograd.mm(rows, weight.mT, _precision.resolve(precision, input.dtype), bias)
+                return out if dim == 2 else out.view(*input.shape[:-1], out.shape[-1])
+    except Exception:
+        error = _matmul_error(input, weight.mT if isinstance(weight, torch.Tensor) and weight.dim() == 2 else weight)
+        if error is None:
+            raise
+        raise error from None
+    return autograd.plus_bias(matmul(input, weight.mT, precision=precision), bias)
 
 
 for _f in (mm, bmm, matmul, linear):
