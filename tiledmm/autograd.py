@@ -115,6 +115,12 @@ def transformable(op, function, eager):
     return product
 
 
+def _plain_eager() -> bool:
+    """Where transformable's product runs the operator's kernel alone for operands that need no
+    gradient: not traced, no torch.func transform or forward-mode AD, no autocast."""
+    return not (torch.compiler.is_compiling() or autograd_function_needed() or torch._C._is_any_autocast_enabled())
+
+
 def plus_bias(out, bias):
     """out + bias where a graph records the product (torch.compile, torch.func, vmap): a bias
     autocast left in float32 is cast to out's dtype, as torch.autocast casts linear's."""
@@ -193,7 +199,12 @@ def _product_functions(name, op, doc):
 
     def eager_backward(ctx, grad):
         grad_bias = grad.sum_to_size(ctx.bias_shape) if ctx.needs_input_grad[3] else None
-        return _gradients(product, ctx, grad) + (None, grad_bias)
+        if torch.is_grad_enabled() or not _plain_eager():
+            return _gradients(product, ctx, grad) + (None, grad_bias)
+        # A first-order backward in plain eager: product would run the kernel alone; so do its
+        # two products, under one guard.
+        with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+            return _gradients(op, ctx, grad) + (None, grad_bias)
 
     class Product(torch.autograd.Function):
         generate_vmap_rule = True

@@ -1,5 +1,6 @@
 #include "plan/gemm_plan.h"
 
+#include <algorithm>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -144,6 +145,22 @@ GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t ra
   return p;
 }
 
+// A new contiguous tensor of `shape` with a's dtype, on a's device: allocated through the C shim
+// (at::empty_strided) rather than a boxed call of aten::new_empty through the dispatcher, which
+// cost ~7k of the operator's ~38k host instructions a call on a CPU (bench/NOTES.md item 166).
+Tensor new_output(const Tensor& a, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size() - 1; d > 0; --d) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
+  int32_t dtype = 0, device_type = 0, device_index = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(a.get(), &dtype));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(a.get(), &device_type));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(a.get(), &device_index));
+  AtenTensorHandle out = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(),
+                                                         strides.data(), dtype, device_type, device_index, &out));
+  return Tensor(out);
+}
+
 }  // namespace
 
 Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
@@ -152,7 +169,7 @@ Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
   GemmProblem p = prepare(op, a, b, rank, options, keep);
   std::vector<int64_t> out_shape = {p.m, p.n};
   if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
-  Tensor c = torch::stable::new_empty(a, out_shape);
+  Tensor c = new_output(a, out_shape);
   if (p.batch == 0 || p.m == 0 || p.n == 0) return c;
   p.c = c.mutable_data_ptr();
   backend.run(p);
