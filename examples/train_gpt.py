@@ -161,8 +161,11 @@ def new_run(args, impl, precision, device, parallel):
     return model, optimizer, schedule, route, autocast
 
 
-def step(run, tokens):
-    """One training step of run (new_run's tuple) on tokens (sequences, seq + 1); returns the loss."""
+def step(run, tokens, mark=None):
+    """One training step of run (new_run's tuple) on tokens (sequences, seq + 1); returns the loss.
+    mark, if given, is called with "forward", "backward" and "optimizer" as each phase is queued
+    (scripts/profile_train_step.py times the host's phases with it)."""
+    mark = mark or (lambda phase: None)
     model, optimizer, schedule, route, autocast = run
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     optimizer.zero_grad(set_to_none=True)
@@ -171,10 +174,13 @@ def step(run, tokens):
     with route():
         with autocast():
             loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
+        mark("forward")
         loss.backward()
+    mark("backward")
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     schedule.step()
+    mark("optimizer")
     return loss
 
 

@@ -1,6 +1,8 @@
 """Where examples/train_gpt.py's step time goes, torch against tiledmm: per implementation, the
-step's wall time, the GPU's busy time (kernels summed), the products' kernels, and the operators
-that cost the most GPU and host time (torch.profiler over a few steps after warm-up).
+host's time to queue each phase of a step (forward, backward, optimizer; unprofiled, the median
+over the steps) and the wait for the GPU after it; then, under torch.profiler over the same
+number of steps, the step's wall time, the GPU's busy time (kernels summed), the products'
+kernels, and the operators that cost the most GPU and host time.
 
     python scripts/profile_train_step.py [--precision bf16] [--steps 5] [train_gpt.py's size options]
 """
@@ -8,6 +10,7 @@ that cost the most GPU and host time (torch.profiler over a few steps after warm
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import time
 
@@ -36,6 +39,7 @@ def main():
             for tokens in batches[: args.steps]:
                 train_gpt.step(run, tokens)
             torch.cuda.synchronize()
+            print_phases(impl, args.precision, [phase_times(run, tokens) for tokens in batches[args.steps:]])
             activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
             start = time.perf_counter()
             with torch.profiler.profile(activities=activities) as prof:
@@ -57,6 +61,23 @@ def main():
             print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=60))
             del run
             torch.cuda.empty_cache()
+
+
+def phase_times(run, tokens):
+    """One step's host time to queue each phase, and the wait for the GPU after the last (ms)."""
+    torch.cuda.synchronize()
+    marks = [("start", time.perf_counter())]
+    train_gpt.step(run, tokens, lambda phase: marks.append((phase, time.perf_counter())))
+    torch.cuda.synchronize()
+    marks.append(("GPU tail", time.perf_counter()))
+    return {phase: (t - marks[i][1]) * 1e3 for i, (phase, t) in enumerate(marks[1:])}
+
+
+def print_phases(impl, precision, steps):
+    median = {phase: statistics.median(s[phase] for s in steps) for phase in steps[0]}
+    total = statistics.median(sum(s.values()) for s in steps)
+    print(f"\n==== {impl}, {precision}: step {total:.2f} ms (median of {len(steps)}, unprofiled): "
+          + ", ".join(f"{phase} {ms:.2f}" for phase, ms in median.items()) + " ms")
 
 
 if __name__ == "__main__":
