@@ -101,6 +101,15 @@ def test_linear_bias_broadcasts_as_torchs(device, bias_shape):
     torch.testing.assert_close(tiledmm.linear(x, w, bias), F.linear(x, w, bias), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("needs", ["", "bias"], ids=["no_grad", "grad"])
+def test_linear_under_vmap_over_the_bias(device, needs):
+    # vmap over the bias alone: its batch is not the product's, so it is not added in place.
+    x, w = (torch.randn(s, device=device, dtype=torch.float64) for s in ((6, 5), (4, 5)))
+    biases = torch.randn(3, 4, device=device, dtype=torch.float64, requires_grad=bool(needs))
+    ours = func.vmap(lambda b: tiledmm.linear(x, w, b))(biases)
+    torch.testing.assert_close(ours, func.vmap(lambda b: F.linear(x, w, b))(biases), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", list(ENTRIES))
 def test_no_grad_mode_builds_no_graph(device, name):
     inputs = _operands(name, device, "ab")

@@ -107,7 +107,10 @@ def transformable(op, function, eager):
                                              or (bias is not None and bias.requires_grad))):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
                 out = op(a, b, precision)
-                return out if bias is None else _add_in_place(out, bias)
+            if bias is None:
+                return out
+            # Under vmap a batched bias may not fit in place into an output batched by less.
+            return plus_bias(out, bias) if torch._C._are_functorch_transforms_active() else _add_in_place(out, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
             return plus_bias(op(a, b, precision), bias)
         return eager.apply(a, b, precision, bias)
