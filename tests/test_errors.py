@@ -1,5 +1,7 @@
 """Bad input gives an exception whose message names the problem and the shapes/dtypes/devices."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -92,6 +94,20 @@ def test_mixed_cpu_and_cuda(fn):
         fn(r(2, 3, device="cuda"), r(3, 4))
     with pytest.raises(RuntimeError, match=r"same device, got a on cpu and b on cuda:0"):
         fn(r(2, 3), r(3, 4, device="cuda"))
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["direct", "enable"])
+def test_errors_under_autocast_name_the_problem(enabled):
+    # The products cast the operands first; an error names what they met, not the dtypes before.
+    x, w = r(6, 5, dtype=torch.bfloat16), r(4, 5)
+    context = tiledmm.enable() if enabled else contextlib.nullcontext()
+    linear = torch.nn.functional.linear if enabled else tiledmm.linear
+    matmul = torch.matmul if enabled else tiledmm.matmul
+    with torch.autocast("cpu", dtype=torch.bfloat16), context:
+        with pytest.raises(RuntimeError, match=r"a bias of shape \[3\] for a product with 4 columns"):
+            linear(x, w, r(3))
+        with pytest.raises(RuntimeError, match=r"tiledmm\.matmul: inner dimensions differ: .* \(5 != 4\)"):
+            matmul(x, r(4, 4))
 
 
 @requires_gpu

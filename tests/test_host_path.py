@@ -101,6 +101,16 @@ def test_linear_bias_broadcasts_as_torchs(device, bias_shape):
     torch.testing.assert_close(tiledmm.linear(x, w, bias), F.linear(x, w, bias), rtol=1e-12, atol=1e-12)
 
 
+def test_linear_of_a_strided_input_adds_the_bias_as_torchs(device):
+    # An input that cannot fold into rows takes matmul's general path; there torch adds the bias
+    # in place into the product's output, which takes a bias of another floating dtype.
+    x = torch.randn(5, 6, 2, device=device, dtype=torch.float64).transpose(0, 2)
+    w, bias = torch.randn(4, 5, device=device, dtype=torch.float64), torch.randn(4, device=device)
+    ours, theirs = tiledmm.linear(x, w, bias), F.linear(x, w, bias)
+    assert ours.dtype == theirs.dtype == torch.float64
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("needs", ["", "bias"], ids=["no_grad", "grad"])
 def test_linear_under_vmap_over_the_bias(device, needs):
     # vmap over the bias alone: its batch is not the product's, so it is not added in place.
@@ -161,6 +171,22 @@ def test_func_grad_and_vmap(device, name):
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(torch.autograd.grad(ours.sum(), b), torch.autograd.grad(theirs.sum(), b),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")
+@pytest.mark.parametrize("enabled", [False, True], ids=["tiledmm.nn.Linear", "enable"])
+def test_jit_trace_of_a_linear_layer_passes_its_check(device, enabled):
+    # The trace's check reruns the layer without gradients: it must record the same graph.
+    x = torch.randn(6, 5, device=device)
+    if enabled:
+        layer = torch.nn.Linear(5, 4, device=device)
+        with tiledmm.enable():
+            traced = torch.jit.trace(layer, x)
+    else:
+        layer = tiledmm.nn.Linear(5, 4, device=device)
+        traced = torch.jit.trace(layer, x)
+    assert "tiledmm::mm" in str(traced.graph)
+    torch.testing.assert_close(traced(x), torch.nn.functional.linear(x, layer.weight, layer.bias), rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")

@@ -88,31 +88,35 @@ def transformable(op, function, eager):
     bmm and the backward and jvp formulas, run the cheapest way that keeps its gradients: traced by
     torch.compile, the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
-    (_autocast): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY) and the
-    bias added in place; where one can, eager.apply, one graph node for the product and its bias,
-    or under vmap, functionalize and torch.jit.trace the operator through its autograd kernel. The
-    eager paths spare the Python kernels torch.library registers for autograd and autocast: the
-    autograd kernel costs ~5 us a call on an H200's host without gradients (bench/NOTES.md items
-    141 and 144) and ~16 us over the operator with them on a CPU, where eager.apply costs ~6
-    (item 154); the bias in the product's node spares an add's node and its output (item 165)."""
+    (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY),
+    the bias added in place; where one can, eager.apply, one graph node for the product and its
+    bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
+    kernel (the bias added out of place). The eager paths spare the Python kernels torch.library
+    registers for autograd and autocast: the autograd kernel costs ~5 us a call on an H200's host
+    without gradients (bench/NOTES.md items 141 and 144) and ~16 us over the operator with them on
+    a CPU, where eager.apply costs ~6 (item 154); the bias in the product's node spares an add's
+    node and its output (item 165)."""
 
     def product(a, b, precision=0, bias=None):
         if torch.compiler.is_compiling() and forward_ad._current_level < 0:
-            return plus_bias(op(a, b, precision), bias)
+            return _plus_bias(op(a, b, precision), bias)
         if autograd_function_needed():
-            return plus_bias(_apply_eagerly(function, a, b, precision), bias)
+            return _plus_bias(_apply_eagerly(function, a, b, precision), bias)
         if torch._C._is_any_autocast_enabled():
-            a, b, bias = _autocast(a, b, bias)
+            a, b, bias = autocast_operands(a, b, bias)
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
                                              or (bias is not None and bias.requires_grad))):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
                 out = op(a, b, precision)
             if bias is None:
                 return out
-            # Under vmap a batched bias may not fit in place into an output batched by less.
-            return plus_bias(out, bias) if torch._C._are_functorch_transforms_active() else _add_in_place(out, bias)
+            # Under vmap a batched bias may not fit in place into an output batched by less; a
+            # trace records what its check's run (without gradients) records.
+            if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
+                return _plus_bias(out, bias)
+            return _add_in_place(out, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
-            return plus_bias(op(a, b, precision), bias)
+            return _plus_bias(op(a, b, precision), bias)
         return eager.apply(a, b, precision, bias)
 
     return product
@@ -125,14 +129,27 @@ def _plain_eager() -> bool:
 
 
 def plus_bias(out, bias):
-    """out + bias where a graph records the product (torch.compile, torch.func, vmap): a bias
-    autocast left in float32 is cast to out's dtype, as torch.autocast casts linear's."""
+    """out + bias (or out, for None), the bias cast as torch.autocast casts linear's: for linear's
+    inputs that take matmul's general path (there, as F.linear adds it, of any dtype)."""
+    return out if bias is None else out + _autocast_bias(out, bias)
+
+
+def _plus_bias(out, bias):
+    """plus_bias for the bias that linear gives a product where a graph records the product
+    (torch.compile, torch.func, vmap, jit.trace): out of place, checked as _add_in_place checks it."""
     if bias is None:
         return out
-    if bias.dtype != out.dtype and torch.is_autocast_enabled(out.device.type):
-        bias = bias.to(out.dtype)
-    _check_bias(out, bias, in_place=False)
+    bias = _autocast_bias(out, bias)
+    _check_bias(out, bias)
     return out + bias
+
+
+def _autocast_bias(out, bias):
+    """bias as torch.autocast casts linear's, where autocast is on for out's device."""
+    device_type = out.device.type
+    if device_type in AUTOCAST_KEYS and torch.is_autocast_enabled(device_type):
+        return autocast_inputs(device_type, bias)[0]
+    return bias
 
 
 def _add_in_place(out, bias):
@@ -141,28 +158,29 @@ def _add_in_place(out, bias):
         try:
             return out.add_(bias)  # which checks the bias's size and device
         except RuntimeError:
-            _check_bias(out, bias, in_place=True)
+            _check_bias(out, bias)
             raise
-    _check_bias(out, bias, in_place=True)
+    _check_bias(out, bias)
     return out.add_(bias)
 
 
-def _check_bias(out, bias, in_place):
+def _check_bias(out, bias):
     """Raises where the bias is not what torch's addmm takes: of the product's dtype and device,
-    and, added in place, of shape (columns,), (1,) or ()."""
+    of shape (columns,), (1,) or ()."""
     columns = out.shape[-1]
     if bias.dtype != out.dtype:
         problem = f"a bias of dtype {bias.dtype} for operands of dtype {out.dtype}"
     elif bias.device != out.device and not (bias.dim() == 0 and bias.is_cpu):
         problem = f"a bias on {bias.device} for operands on {out.device}"
-    elif in_place and not (bias.dim() <= 1 and bias.numel() in (1, columns)):
+    # (Not while jit.trace records sizes as tensors: the add itself rejects a size that does not fit.)
+    elif not (bias.dim() == 0 or bias.dim() == 1 and (torch.jit.is_tracing() or bias.shape[0] in (1, columns))):
         problem = f"a bias of shape {list(bias.shape)} for a product with {columns} columns (expected [{columns}])"
     else:
         return
     raise RuntimeError(f"tiledmm.linear: {problem}")
 
 
-def _autocast(a, b, bias=None):
+def autocast_operands(a, b, bias=None):
     """(a, b, bias) as the operators' autocast kernel casts a and b (and torch.autocast linear's
     bias), which it does before their autograd (so that a Function saves the cast inputs)."""
     device_type = a.device.type
@@ -174,7 +192,7 @@ def _autocast(a, b, bias=None):
 
 
 # Below autograd (as torch._C._AutoDispatchBelowAutograd puts the dispatcher) and below autocast:
-# the operator's CPU or CUDA kernel (or a dispatch mode), for operands _autocast has cast.
+# the operator's CPU or CUDA kernel (or a dispatch mode), for operands autocast_operands has cast.
 _KERNEL_ONLY = functools.reduce(
     operator.or_,
     (torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
@@ -185,7 +203,7 @@ _KERNEL_ONLY = functools.reduce(
 @torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
 def _apply_eagerly(function, a, b, precision):
     """function.apply(a, b, precision) after autocast's cast."""
-    a, b, _ = _autocast(a, b)
+    a, b, _ = autocast_operands(a, b)
     return function.apply(a, b, precision)
 
 

@@ -81,7 +81,10 @@ def _check_matmul(input: torch.Tensor, other: torch.Tensor) -> None:
 
 
 def _matmul_error(input: torch.Tensor, other: torch.Tensor) -> Exception | None:
-    """The error _check_matmul raises for these operands, or None where they pass."""
+    """The error _check_matmul raises for these operands as the products saw them (cast by
+    autocast where it is on), or None where they pass."""
+    if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor):
+        input, other, _ = autograd.autocast_operands(input, other)
     try:
         _check_matmul(input, other)
     except (TypeError, RuntimeError) as error:
