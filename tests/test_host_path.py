@@ -101,14 +101,17 @@ def test_linear_bias_broadcasts_as_torchs(device, bias_shape):
     torch.testing.assert_close(tiledmm.linear(x, w, bias), F.linear(x, w, bias), rtol=1e-12, atol=1e-12)
 
 
-def test_linear_of_a_strided_input_adds_the_bias_as_torchs(device):
+@pytest.mark.parametrize("dtypes", [(torch.float64, torch.float32), (torch.float32, torch.float64)],
+                         ids=["float64_operands", "float32_operands"])
+def test_linear_of_a_strided_input_adds_the_bias_as_torchs(device, dtypes):
     # An input that cannot fold into rows takes matmul's general path; there torch adds the bias
     # in place into the product's output, which takes a bias of another floating dtype.
-    x = torch.randn(5, 6, 2, device=device, dtype=torch.float64).transpose(0, 2)
-    w, bias = torch.randn(4, 5, device=device, dtype=torch.float64), torch.randn(4, device=device)
-    ours, theirs = tiledmm.linear(x, w, bias), F.linear(x, w, bias)
-    assert ours.dtype == theirs.dtype == torch.float64
-    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    operands, bias_dtype = dtypes
+    x = torch.randn(5, 6, 2, device=device, dtype=operands).transpose(0, 2)
+    w, bias = torch.randn(4, 5, device=device, dtype=operands), torch.randn(4, device=device, dtype=bias_dtype)
+    ours, theirs = tiledmm.linear(x, w, bias, precision="ieee"), F.linear(x, w, bias)
+    assert ours.dtype == theirs.dtype == operands
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("needs", ["", "bias"], ids=["no_grad", "grad"])

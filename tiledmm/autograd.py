@@ -130,8 +130,9 @@ def _plain_eager() -> bool:
 
 def plus_bias(out, bias):
     """out + bias (or out, for None), the bias cast as torch.autocast casts linear's: for linear's
-    inputs that take matmul's general path (there, as F.linear adds it, of any dtype)."""
-    return out if bias is None else out + _autocast_bias(out, bias)
+    inputs that take matmul's general path (there, as F.linear adds it in place, a bias of any
+    floating dtype, the sum in out's dtype)."""
+    return out if bias is None else (out + _autocast_bias(out, bias)).to(out.dtype)
 
 
 def _plus_bias(out, bias):
