@@ -99,9 +99,9 @@ def transformable(op, function, eager):
 
     def product(a, b, precision=0, bias=None):
         if torch.compiler.is_compiling() and forward_ad._current_level < 0:
-            return _plus_bias(op(a, b, precision), bias)
+            return _plus_checked_bias(op(a, b, precision), bias)
         if autograd_function_needed():
-            return _plus_bias(_apply_eagerly(function, a, b, precision), bias)
+            return _plus_checked_bias(_apply_eagerly(function, a, b, precision), bias)
         if torch._C._is_any_autocast_enabled():
             a, b, bias = autocast_operands(a, b, bias)
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
@@ -113,10 +113,10 @@ def transformable(op, function, eager):
             # Under vmap a batched bias may not fit in place into an output batched by less; a
             # trace records what its check's run (without gradients) records.
             if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
-                return _plus_bias(out, bias)
+                return _plus_checked_bias(out, bias)
             return _add_in_place(out, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
-            return _plus_bias(op(a, b, precision), bias)
+            return _plus_checked_bias(op(a, b, precision), bias)
         return eager.apply(a, b, precision, bias)
 
     return product
@@ -135,7 +135,7 @@ def plus_bias(out, bias):
     return out if bias is None else (out + _autocast_bias(out, bias)).to(out.dtype)
 
 
-def _plus_bias(out, bias):
+def _plus_checked_bias(out, bias):
     """plus_bias for the bias that linear gives a product where a graph records the product
     (torch.compile, torch.func, vmap, jit.trace): out of place, checked as _add_in_place checks it."""
     if bias is None:

@@ -134,6 +134,13 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
     strides; a copy is made only for a matrix whose two last dimensions both have non-unit
     strides, or for broadcast batch dimensions that cannot be merged into one. {precision}
     """
+    return _matmul(input, other, precision, None)
+
+
+def _matmul(input, other, precision, bias):
+    """matmul, plus linear's bias (None, or a tensor of at most one dimension): a product of rows
+    times one matrix (one mm) adds it to its output in place, in its graph node, as torch's addmm
+    does; the other plans add it as F.linear's matmul path does."""
     # The operator checks the operands (host time per call counts where products are small);
     # matmul's own checks run only to name the problem in its words once something failed.
     # The commonest cases first, as _plan_matmul plans them but without its Python work (~20 us a
@@ -142,21 +149,21 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
         if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor):
             dim = input.dim()
             if other.dim() == 2:
-                if dim == 2:
-                    return autograd.mm(input, other, _precision.resolve(precision, input.dtype))  # as it stands
-                if dim > 2 and input.is_contiguous():
-                    # Rows in a batch (nn.Linear's (batch, sequence, features) input) times one matrix:
-                    # the batch folds into the rows as a view, one mm.
-                    out = autograd.mm(input.flatten(0, -2), other, _precision.resolve(precision, input.dtype))
-                    return out.view(*input.shape[:-1], other.shape[-1])
-            elif dim == other.dim() > 2 and input.shape[:-2] == other.shape[:-2]:
+                if dim == 2 or (dim > 2 and input.is_contiguous()):
+                    # Rows, or rows in a batch (a model's (batch, sequence, features) activations)
+                    # folded into rows as a view, times one matrix: one mm.
+                    rows = input if dim == 2 else input.flatten(0, -2)
+                    out = autograd.mm(rows, other, _precision.resolve(precision, input.dtype), bias)
+                    return out if dim == 2 else out.view(*input.shape[:-1], other.shape[-1])
+            elif bias is None and dim == other.dim() > 2 and input.shape[:-2] == other.shape[:-2]:
                 # Equal batch dimensions (attention's (batch, heads, ...) products): one bmm.
                 code = _precision.resolve(precision, input.dtype)
                 out = autograd.bmm(input.flatten(0, -3), other.flatten(0, -3), code)
                 return out.view(*input.shape[:-1], other.shape[-1])
         plan = _plan_matmul(input, other)
         product = autograd.bmm if plan.batched else autograd.mm
-        return product(plan.a, plan.b, _precision.resolve(precision, input.dtype)).view(plan.out_shape)
+        out = product(plan.a, plan.b, _precision.resolve(precision, input.dtype)).view(plan.out_shape)
+        return autograd.plus_bias(out, bias)
     except Exception:
         error = _matmul_error(input, other)
         if error is None:
@@ -192,21 +199,9 @@ def linear(
     (out_features,) is added to the product's output in place, one graph node for both, as
     torch's addmm does. {precision}
     """
-    try:
-        if (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor) and weight.dim() == 2
-                and (bias is None or isinstance(bias, torch.Tensor) and bias.dim() <= 1)):
-            dim = input.dim()
-            if dim == 2 or (dim > 2 and input.is_contiguous()):
-                # A model's (batch, sequence, features) input folds into rows: one mm, as matmul's.
-                rows = input if dim == 2 else input.flatten(0, -2)
-                out = autograd.mm(rows, weight.mT, _precision.resolve(precision, input.dtype), bias)
-                return out if dim == 2 else out.view(*input.shape[:-1], out.shape[-1])
-    except Exception:
-        error = _matmul_error(input, weight.mT if isinstance(weight, torch.Tensor) and weight.dim() == 2 else weight)
-        if error is None:
-            raise
-        raise error from None
-    return autograd.plus_bias(matmul(input, weight.mT, precision=precision), bias)
+    if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() <= 1):
+        return autograd.plus_bias(matmul(input, weight.mT, precision=precision), bias)  # broadcast as F.linear's
+    return _matmul(input, weight.mT, precision, bias)
 
 
 for _f in (mm, bmm, matmul, linear):
