@@ -17,6 +17,9 @@ STABLE_TORCH_LIBRARY(tiledmm, m) {
   // precision: how float32 products are computed (Precision in gemm_problem.h: 0 exact, 1 3xTF32,
   // 2 TF32, 3 float32-accurate by the fastest path); other dtypes ignore it. tiledmm.matmul maps names and torch's setting onto it.
   m.def("mm(Tensor a, Tensor b, int precision=0) -> Tensor");
+  // mm plus linear's bias (of a's dtype and device; shape (n,) or (1,)) added to every row: in the
+  // kernel's epilogue where it has one (torch's addmm). Internal: tiledmm.linear's eager paths.
+  m.def("_mm_bias(Tensor a, Tensor b, Tensor bias, int precision=0) -> Tensor");
   m.def("bmm(Tensor a, Tensor b, int precision=0) -> Tensor");
   // bmm with the kernel configuration forced: tile >= 0 indexes the dispatcher's tile table,
   // splits >= 1 slices K. Lets tests, the sanitizer script and the tile sweep reach every kernel

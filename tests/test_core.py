@@ -206,3 +206,24 @@ def test_forced_core_tiles_say_what_is_wrong():
     a, b = operands(40, 264, 72, "nn", torch.float32, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="reads TF32 operands K-major only: A row-major and B column-major"):
         ops._bmm_with_config(a, b, 4, 1, TF32)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16", "tf32"])
+@pytest.mark.parametrize("m,k,n,stream_k", [(40, 264, 72, False), (1032, 520, 776, False), (256, 8192, 256, True)])
+def test_bias_in_the_core_epilogue(m, k, n, stream_k, precision):
+    # linear's bias (tiledmm::_mm_bias) is added to the float32 sums before they are stored, once
+    # an output, also where stream-K's ranges of K meet; the rows and columns past the edges too.
+    dtype = torch.float32 if precision == "tf32" else getattr(torch, precision)
+    code = TF32 if precision == "tf32" else 0
+    x, w = torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda")
+    bias = torch.randn(n, dtype=dtype, device="cuda") * k**0.5  # as large as the products
+    text = ops._explain(x, w.mT, code)
+    assert CORE in text and ("stream-K" in text) == stream_k, text
+    out, _ = poisoned(lambda: ops._mm_bias(x, w.mT, bias, code), (m, n), dtype, "cuda")
+    if precision == "tf32":
+        check_tf32_product(out - bias, x, w.mT)
+    else:
+        ref = x.double() @ w.double().mT + bias.double()
+        tolerance = 4 * (2.0**-8 if dtype == torch.bfloat16 else 2.0**-11)  # the output's rounding
+        assert torch.isfinite(out).all()
+        assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance

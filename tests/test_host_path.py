@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import func
 
 import tiledmm
+from _util import OpLog, poisoned
 
 # name -> (tiledmm's call, torch's call, operand shapes (input, weight or other)): linear's
 # operands are (x, w) with a bias that requires a gradient where w does.
@@ -92,6 +93,44 @@ def test_linear_bias_is_in_the_products_node(device, shape, needs):
     grad = torch.randn_like(ours)
     for g, h in zip(torch.autograd.grad(ours, wrt, grad), torch.autograd.grad(theirs, wrt, grad)):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
+
+
+# Every kernel family's way to the bias: float64, exact float32 and TF32, both 16-bit types.
+BIAS_PATHS = {"float64": (torch.float64, None, 1e-12), "ieee": (torch.float32, "ieee", 1e-5),
+              "tf32": (torch.float32, "tf32", 2e-3), "float16": (torch.float16, None, 4e-3),
+              "bfloat16": (torch.bfloat16, None, 1.6e-2)}
+# One row, sizes that divide no tile and break 16-byte alignment, the Hopper GEMM core's whole and
+# ragged tiles, and a long K over a small output (split or stream-K).
+BIAS_SHAPES = [(1, 64, 24), (7, 37, 41), (33, 136, 264), (1032, 520, 776), (256, 8192, 256)]
+
+
+@pytest.mark.parametrize("bias_kind", ["full", "one", "strided"])
+@pytest.mark.parametrize("needs", ["", "all"], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("m,k,n", BIAS_SHAPES, ids=str)
+@pytest.mark.parametrize("path", list(BIAS_PATHS))
+def test_linear_bias_is_added_by_the_products_operator(device, path, m, k, n, needs, bias_kind):
+    # tiledmm::_mm_bias adds a bias of the product's dtype in the kernel's epilogue (the Hopper
+    # GEMM core, the CPU loops) or right after the product from C++: one operator, no add of its own.
+    if device == "cpu" and m * k * n > 2**21:
+        pytest.skip("the CPU backend's plain loops: small shapes only")
+    dtype, precision, tolerance = BIAS_PATHS[path]
+    x = torch.randn(m, k, dtype=dtype, device=device, requires_grad=bool(needs))
+    w = torch.randn(n, k, dtype=dtype, device=device, requires_grad=bool(needs))
+    scale = k**0.5  # as large as the products, so that a bias left out or added twice shows
+    bias = {"full": lambda: torch.randn(n, dtype=dtype, device=device) * scale,
+            "one": lambda: torch.randn(1, dtype=dtype, device=device) * scale,
+            "strided": lambda: torch.randn(n, 3, dtype=dtype, device=device)[:, 1] * scale}[bias_kind]()
+    bias.requires_grad_(bool(needs))
+    with OpLog() as log:
+        out, _ = poisoned(lambda: tiledmm.linear(x, w, bias, precision=precision), (m, n), dtype, device)
+    assert "tiledmm._mm_bias.default" in log.ops and not any(op.startswith("aten.add") for op in log.ops), log.ops
+    ref = x.double() @ w.double().mT + bias.double()
+    assert torch.isfinite(out).all()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance
+    if needs:
+        grad = torch.randn_like(out)
+        grad_bias = torch.autograd.grad(out, bias, grad)[0]
+        torch.testing.assert_close(grad_bias.double(), grad.double().sum_to_size(bias.shape), rtol=1e-2, atol=1e-2 * m**0.5)
 
 
 @pytest.mark.parametrize("bias_shape", [(1,), (6, 4), (2, 1, 4)])

@@ -39,3 +39,13 @@ def test_opcheck_half_types(device, dtype):
 def test_opcheck_bmm_with_config(device):
     a, b = operands(13, 9, 11, "nt", torch.float32, device, batch=(2,))
     torch.library.opcheck(ops._bmm_with_config, (a, b, 1, 2))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("bias_shape", [(11,), (1,)], ids=["full", "one"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_opcheck_mm_bias(device, dtype, bias_shape, requires_grad):
+    a, b = operands(13, 9, 11, "nt", dtype, device)
+    bias = torch.randn(bias_shape, dtype=dtype, device=device)
+    args = [x.requires_grad_(requires_grad and dtype == torch.float32) for x in (a, b, bias)]
+    torch.library.opcheck(ops._mm_bias, (*args, 0))

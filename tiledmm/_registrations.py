@@ -17,6 +17,12 @@ def _mm_fake(a, b, precision=0):
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
+@torch.library.register_fake("tiledmm::_mm_bias")
+def _mm_bias_fake(a, b, bias, precision=0):
+    check_matrices("tiledmm.linear", a, b, rank=2)
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
 @torch.library.register_fake("tiledmm::bmm")
 def _bmm_fake(a, b, precision=0):
     check_matrices("tiledmm.bmm", a, b, rank=3)
@@ -45,15 +51,15 @@ def _autocast_kernel(op, device_type):
     # does: what torch.autocast(enabled=False) does, without its Python (host time per call).
     autocast_off = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, AUTOCAST_KEYS[device_type]))
 
-    def kernel(a, b, *rest):
-        a, b = autocast_inputs(device_type, a, b)
+    def kernel(*args):
+        args = [autocast_inputs(device_type, x)[0] if isinstance(x, torch.Tensor) else x for x in args]
         with torch._C._ExcludeDispatchKeyGuard(autocast_off):
-            return op(a, b, *rest)
+            return op(*args)
 
     return kernel
 
 
 _autocast_lib = torch.library.Library("tiledmm", "IMPL")
-for _name in ("mm", "bmm", "_bmm_with_config"):
+for _name in ("mm", "_mm_bias", "bmm", "_bmm_with_config"):
     for _device_type, _key in AUTOCAST_KEYS.items():
         _autocast_lib.impl(_name, _autocast_kernel(getattr(ops, _name), _device_type), _key)

@@ -47,20 +47,19 @@ def _setup_context(ctx, inputs, output, precision_index=2):
     _save(ctx, inputs[0], inputs[1], inputs[precision_index] if len(inputs) > precision_index else 0)
 
 
-def _product_in_layout(product, lhs, rhs, column_major, precision):
-    """lhs @ rhs, as a column-major result when the input it is the gradient of is column-major
-    (computed as (rhs^T @ lhs^T)^T), so that autograd need not copy it into that input's layout
-    (a transposed weight, as in nn.Linear)."""
-    if column_major:
-        return product(rhs.mT, lhs.mT, precision).mT
-    return product(lhs, rhs, precision)
-
-
 def _gradients(product, ctx, grad):
+    """dA = dC B^T and dB = A^T dC where needed. Each comes out in its input's layout: where that
+    is column-major it is computed transposed, (B dC^T)^T or (dC^T A)^T, so that autograd need not
+    copy it into that layout (a transposed weight, as in nn.Linear)."""
     a, b = ctx.saved_tensors
     a_col, b_col = ctx.column_major
-    grad_a = _product_in_layout(product, grad, b.mT, a_col, ctx.precision) if ctx.needs_input_grad[0] else None
-    grad_b = _product_in_layout(product, a.mT, grad, b_col, ctx.precision) if ctx.needs_input_grad[1] else None
+    need_a, need_b = ctx.needs_input_grad[:2]
+    precision = ctx.precision
+    grad_a = grad_b = None
+    if need_a:
+        grad_a = product(b, grad.mT, precision).mT if a_col else product(grad, b.mT, precision)
+    if need_b:
+        grad_b = product(grad.mT, a, precision).mT if b_col else product(a.mT, grad, precision)
     return grad_a, grad_b
 
 
@@ -83,13 +82,14 @@ def autograd_function_needed() -> bool:
     return forward_ad._current_level >= 0 or any(t in (TransformType.Grad, TransformType.Jvp) for t in transforms)
 
 
-def transformable(op, function, eager):
+def transformable(op, function, eager, op_bias=None):
     """op(a, b, precision) + bias (bias optional: linear's, added as torch's addmm adds it) for mm,
     bmm and the backward and jvp formulas, run the cheapest way that keeps its gradients: traced by
     torch.compile, the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
     (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY),
-    the bias added in place; where one can, eager.apply, one graph node for the product and its
+    the bias added in place (by op_bias's kernel, where given: _product_plus_bias); where one can,
+    eager.apply, one graph node for the product and its
     bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
     kernel (the bias added out of place). The eager paths spare the Python kernels torch.library
     registers for autograd and autocast: the autograd kernel costs ~5 us a call on an H200's host
@@ -106,20 +106,37 @@ def transformable(op, function, eager):
             a, b, bias = autocast_operands(a, b, bias)
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
                                              or (bias is not None and bias.requires_grad))):
-            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                out = op(a, b, precision)
-            if bias is None:
-                return out
             # Under vmap a batched bias may not fit in place into an output batched by less; a
             # trace records what its check's run (without gradients) records.
-            if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
+            if bias is None or torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
+                with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                    out = op(a, b, precision)
                 return _plus_checked_bias(out, bias)
-            return _add_in_place(out, bias)
+            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                return _product_plus_bias(op, op_bias, a, b, precision, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
             return _plus_checked_bias(op(a, b, precision), bias)
-        return eager.apply(a, b, precision, bias)
+        return apply_eager(a, b, precision, bias)
 
+    # Function.apply without its Python wrapper (torch < 2.14), which unwraps torch.func's dead
+    # wrappers: none exist where no transform is active, as here.
+    apply_eager = torch._C._FunctionBase.__dict__["apply"].__get__(None, eager)
     return product
+
+
+# Tensors whose products _product_plus_bias may hand to op_bias: not subclasses (DTensor and others
+# have rules for the operators, not for op_bias).
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _product_plus_bias(op, op_bias, a, b, precision, bias):
+    """op(a, b, precision) with linear's bias added in place, in plain eager under the _KERNEL_ONLY
+    guard: by op_bias (the bias in the kernel's epilogue, or added from C++) for plain tensors and a
+    1-D bias of their dtype, else after the product."""
+    if (op_bias is not None and bias.dtype == a.dtype and bias.dim() == 1 and type(a) in _PLAIN_TYPES
+            and type(b) in _PLAIN_TYPES and type(bias) in _PLAIN_TYPES):
+        return op_bias(a, b, bias, precision)
+    return _add_in_place(op(a, b, precision), bias)
 
 
 def _plain_eager() -> bool:
@@ -208,7 +225,7 @@ def _apply_eagerly(function, a, b, precision):
     return function.apply(a, b, precision)
 
 
-def _product_functions(name, op, doc):
+def _product_functions(name, op, doc, op_bias=None):
     """The public torch.autograd.Function computing op(a, b, precision) (precision: an operator
     code, default 0) forward, its gradients backward, and its tangent in forward mode; and op
     run by transformable, the way its backward and tangent run their products.
@@ -257,21 +274,22 @@ def _product_functions(name, op, doc):
         graph node Python builds. forward(ctx, ...) spares apply binding the arguments to
         forward's signature, which it does for a Function with setup_context (~25 us a call on a
         CPU); the operator's kernel runs alone, on inputs already cast (its checks come first:
-        they raise before anything is saved), and the bias is added in place."""
+        they raise before anything is saved), and the bias is added in place (_product_plus_bias)."""
 
         backward = staticmethod(eager_backward)
 
         @staticmethod
         def forward(ctx, a, b, precision, bias):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                out = op(a, b, precision)
-                if bias is not None:
-                    out = _add_in_place(out, bias)
+                if bias is None:
+                    out = op(a, b, precision)
+                else:
+                    out = _product_plus_bias(op, op_bias, a, b, precision, bias)
                     ctx.bias_shape = bias.shape
             _save(ctx, a, b, precision)
             return out
 
-    product = transformable(op, Product, Eager)
+    product = transformable(op, Product, Eager, op_bias)
     _name(Product, name)
     _name(Eager, f"Tiledmm{name}")  # its graph nodes: grad_fn=<TiledmmMMBackward>
     Product.__doc__ = doc
@@ -285,24 +303,32 @@ def _name(function, name):
 
 
 MM, mm = _product_functions(
-    "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``."
+    "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
+    ops._mm_bias,
 )
 BMM, bmm = _product_functions(
     "BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
 )
 
 
-def _register(name, product, precision_index):
+def _register(name, product, precision_index, bias_index=None):
     def setup_context(ctx, inputs, output):
         _setup_context(ctx, inputs, output, precision_index)
+        if bias_index is not None:
+            ctx.bias_shape = inputs[bias_index].shape
 
     def backward(ctx, grad):
-        # Operators take arguments after the two matrices (precision, a configuration): no gradient.
-        return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
+        # Operators take arguments after the two matrices (a bias, precision, a configuration):
+        # no gradient but the bias's.
+        grads = [*_gradients(product, ctx, grad)] + [None] * (len(ctx.needs_input_grad) - 2)
+        if bias_index is not None and ctx.needs_input_grad[bias_index]:
+            grads[bias_index] = grad.sum_to_size(ctx.bias_shape)
+        return tuple(grads)
 
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
 _register("mm", mm, 2)
+_register("_mm_bias", mm, 3, bias_index=2)  # (a, b, bias, precision)
 _register("bmm", bmm, 2)
 _register("_bmm_with_config", bmm, 4)  # (a, b, tile, splits, precision)

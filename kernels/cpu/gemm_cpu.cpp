@@ -26,6 +26,8 @@ void gemm_cpu_typed(const GemmProblem& p) {
   using Acc = typename Accumulator<T>::type;
   std::vector<Acc> row(p.n);
   T* c = static_cast<T*>(p.c);
+  const T* bias = static_cast<const T*>(p.bias);  // added to the sums before their rounding
+  if (bias != nullptr) *p.bias_added = true;
   for (int64_t z = 0; z < p.batch; ++z) {
     for (int64_t i = 0; i < p.m; ++i) {
       std::fill(row.begin(), row.end(), Acc(0));
@@ -34,6 +36,8 @@ void gemm_cpu_typed(const GemmProblem& p) {
         for (int64_t j = 0; j < p.n; ++j) row[j] += a * static_cast<Acc>(element<T>(p.b, z, kk, j));
       }
       T* out = c + (z * p.m + i) * p.n;
+      if (bias != nullptr)
+        for (int64_t j = 0; j < p.n; ++j) row[j] += static_cast<Acc>(bias[j * p.bias_stride]);
       for (int64_t j = 0; j < p.n; ++j) out[j] = static_cast<T>(row[j]);
     }
   }
@@ -55,7 +59,7 @@ std::string describe_cpu(const GemmProblem& p) {
          " (every float32 precision setting computes exact float32 here)";
 }
 
-constexpr GemmBackend kCpu{gemm_cpu, describe_cpu};
+constexpr GemmBackend kCpu{gemm_cpu, describe_cpu, nullptr};  // its loops add the bias
 
 }  // namespace
 

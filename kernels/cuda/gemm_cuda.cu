@@ -72,6 +72,20 @@ void gemm_cuda(const GemmProblem& p) {
   });
 }
 
+void add_bias_cuda(const GemmProblem& p) {
+  torch::stable::accelerator::DeviceGuard guard(p.device_index);
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(p.device_index, &stream));
+  with_device_type(p.dtype, [&](auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    const int64_t total = p.batch * p.m * p.n;
+    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
+    add_bias_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<T*>(p.c), static_cast<const T*>(p.bias), p.n, p.bias_stride, total);
+    STD_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
 // The compute capabilities (10 major + minor; sm_90a as 90) in a list that setup.py passed as one
 // preprocessing number, dot-separated ("80.90.100.120"; nvcc splits a -D value at commas).
 #define TILEDMM_STRING(x) #x
@@ -136,7 +150,7 @@ std::string describe_cuda(const GemmProblem& p) {
   });
 }
 
-constexpr GemmBackend kCuda{gemm_cuda, describe_cuda};
+constexpr GemmBackend kCuda{gemm_cuda, describe_cuda, add_bias_cuda};
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/util/Exception.h>
 
 namespace tiledmm {
 namespace {
@@ -106,6 +107,20 @@ std::optional<MatrixOperand> describe(int64_t rows, int64_t cols, int64_t row_st
   return std::nullopt;
 }
 
+// linear's bias for a product with n columns: of a's dtype, on its device, of shape (n,), (1,) or ().
+// The words are tiledmm.linear's (tiledmm/autograd.py's _check_bias).
+void check_bias(const Tensor& a, const Tensor& bias, int64_t n) {
+  check(bias.scalar_type() == a.scalar_type(), [&] {
+    return text("tiledmm.linear: a bias of dtype ", dtype_of(bias), " for operands of dtype ", dtype_of(a));
+  });
+  check(bias.device() == a.device(),
+        [&] { return text("tiledmm.linear: a bias on ", device_of(bias), " for operands on ", device_of(a)); });
+  check(bias.dim() == 0 || (bias.dim() == 1 && (bias.size(0) == 1 || bias.size(0) == n)), [&] {
+    return text("tiledmm.linear: a bias of shape ", shape_of(bias), " for a product with ", n,
+                " columns (expected [", n, "])");
+  });
+}
+
 // Describes a (batched) matrix; `keep` receives the one copy made when its strides need it.
 MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
   const int64_t r = t.dim();
@@ -164,15 +179,26 @@ Tensor new_output(const Tensor& a, const std::vector<int64_t>& shape) {
 }  // namespace
 
 Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                GemmOptions options, const GemmBackend& backend) {
+                GemmOptions options, const GemmBackend& backend, const Tensor* bias) {
   std::vector<Tensor> keep;
   GemmProblem p = prepare(op, a, b, rank, options, keep);
+  if (bias != nullptr) check_bias(a, *bias, p.n);
   std::vector<int64_t> out_shape = {p.m, p.n};
   if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
   Tensor c = new_output(a, out_shape);
   if (p.batch == 0 || p.m == 0 || p.n == 0) return c;
   p.c = c.mutable_data_ptr();
+  bool bias_added = false;
+  if (bias != nullptr) {
+    p.bias = bias->const_data_ptr();
+    p.bias_stride = bias->dim() == 1 && bias->size(0) > 1 ? bias->stride(0) : 0;
+    p.bias_added = &bias_added;
+  }
   backend.run(p);
+  if (bias != nullptr && !bias_added) {
+    STD_TORCH_CHECK(backend.add_bias != nullptr, "tiledmm: internal error: a kernel left the bias out");
+    backend.add_bias(p);
+  }
   return c;
 }
 

@@ -12,10 +12,12 @@
 
 namespace tiledmm {
 
-// A backend runs a problem, or says in words what running it would do (tiledmm.explain).
+// A backend runs a problem, or says in words what running it would do (tiledmm.explain), and adds
+// a bias to a problem's output where its kernel did not (add_bias; null where every kernel does).
 struct GemmBackend {
   void (*run)(const GemmProblem&);
   std::string (*describe)(const GemmProblem&);
+  void (*add_bias)(const GemmProblem&);
 };
 
 // The caller's choices: the float32 precision code (Precision), and a forced configuration
@@ -26,10 +28,12 @@ struct GemmOptions {
   int64_t splits = 0;
 };
 
-// op: the user-facing name used in error messages ("tiledmm.mm"); rank: 2 (mm) or 3 (bmm).
+// op: the user-facing name used in error messages ("tiledmm.mm"); rank: 2 (mm) or 3 (bmm); bias:
+// null, or linear's (rank 2), added to every row of the output.
 torch::stable::Tensor run_gemm(const char* op, const torch::stable::Tensor& a,
                                const torch::stable::Tensor& b, int64_t rank,
-                               GemmOptions options, const GemmBackend& backend);
+                               GemmOptions options, const GemmBackend& backend,
+                               const torch::stable::Tensor* bias = nullptr);
 
 // What run_gemm would do with these operands, without running it.
 std::string explain_gemm(const char* op, const torch::stable::Tensor& a,
@@ -43,6 +47,9 @@ struct GemmOps {
   using Tensor = torch::stable::Tensor;
   static Tensor mm(const Tensor& a, const Tensor& b, int64_t precision) {
     return run_gemm("tiledmm.mm", a, b, 2, {precision}, kBackend);
+  }
+  static Tensor mm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, int64_t precision) {
+    return run_gemm("tiledmm.linear", a, b, 2, {precision}, kBackend, &bias);
   }
   static Tensor bmm(const Tensor& a, const Tensor& b, int64_t precision) {
     return run_gemm("tiledmm.bmm", a, b, 3, {precision}, kBackend);
@@ -62,6 +69,7 @@ template <const GemmBackend& kBackend, typename Library>
 void register_gemm_ops(Library& m) {
   using Ops = GemmOps<kBackend>;
   m.impl("mm", TORCH_BOX(&Ops::mm));
+  m.impl("_mm_bias", TORCH_BOX(&Ops::mm_bias));
   m.impl("bmm", TORCH_BOX(&Ops::bmm));
   m.impl("_bmm_with_config", TORCH_BOX(&Ops::bmm_with_config));
   m.impl("_explain", TORCH_BOX(&Ops::explain));

@@ -15,6 +15,10 @@ namespace tiledmm {
 
 template <typename Acc, typename T>
 __device__ __forceinline__ Acc to_acc(T x) { return static_cast<Acc>(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <typename T, typename Acc>
 __device__ __forceinline__ T from_acc(Acc x) { return static_cast<T>(x); }
@@ -39,6 +43,10 @@ struct GemmArgs {
   const float* row_scale = nullptr;
   const float* col_scale = nullptr;
   int64_t row_scale_stride = 0, col_scale_stride = 0;
+  // linear's bias, where the kernel adds it in its epilogue (the Hopper GEMM core, whose problems are
+  // never transposed): output (z, i, j) gains bias[j * bias_stride].
+  const T* bias = nullptr;
+  int64_t bias_stride = 0;
 };
 
 // One work item of a block: a BM x BN tile of one matrix of the batch, over one slice of K.
@@ -176,6 +184,16 @@ __global__ void splitk_reduce_kernel(const Acc* partial, T* c, int64_t mn, int64
     for (int64_t s = 0; s < splits; ++s) sum += slices[s * mn];
     c[i] = from_acc<T>(sum);
   }
+}
+
+// Adds linear's bias to C's rows of n columns (C[i] += bias[(i % n) * stride]), summed in the
+// accumulator type: for the kernels without an epilogue for it.
+template <typename T>
+__global__ void add_bias_kernel(T* c, const T* bias, int64_t n, int64_t stride, int64_t total) {
+  using Acc = typename Accumulator<T>::type;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    c[i] = from_acc<T>(to_acc<Acc>(c[i]) + to_acc<Acc>(bias[(i % n) * stride]));
 }
 
 }  // namespace tiledmm

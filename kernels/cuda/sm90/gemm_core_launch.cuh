@@ -103,8 +103,13 @@ struct CoreLaunch {
       return run_family<Fallback>(p, stream, device);
     }
     T* const out = static_cast<T*>(p.c);
-    const GemmArgs<T, T> args{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data), out, p.a.ld, p.b.ld,
-                              p.a.batch_stride, p.b.batch_stride, p.batch, p.m, p.n, p.k, 1, p.k};
+    GemmArgs<T, T> args{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data), out, p.a.ld, p.b.ld,
+                        p.a.batch_stride, p.b.batch_stride, p.batch, p.m, p.n, p.k, 1, p.k};
+    if (p.bias != nullptr) {  // added in the epilogue, to the float32 sums
+      args.bias = static_cast<const T*>(p.bias);
+      args.bias_stride = p.bias_stride;
+      *p.bias_added = true;
+    }
     const TensorMap output_map = make_output_map(out, p.n, p.m, p.batch, 64);
     const int cluster = kCoreCluster[plan.tile];
     const int64_t k_tiles = (p.k + kBK - 1) / kBK;

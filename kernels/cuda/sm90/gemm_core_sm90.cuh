@@ -216,6 +216,24 @@ struct OutputPass {
   static constexpr int kWidth = BN < kCols ? BN : kCols;
 };
 
+// Adds linear's bias to a math warpgroup's 64 x BN sums (registers as store_core_rows reads them):
+// column block j's pair (2 t4, 2 t4 + 1) serves rows g and g + 8 alike.
+template <int BN, typename T>
+__device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bias, int64_t stride, int64_t n,
+                                              int64_t col0, int tid_in_group) {
+  const int t4 = tid_in_group % 4;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int64_t x = col0 + 8 * j + 2 * t4 + e;
+      const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
+      acc[4 * j + e] += v;
+      acc[4 * j + 2 + e] += v;
+    }
+  }
+}
+
 template <int BN, typename Out>
 __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out* c, int64_t m, int64_t n, int64_t z,
                                                 int64_t row0, int64_t col0, const TensorMap& map,
@@ -397,6 +415,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         if (item.parts > 1 && !gather_parts<BN, Tile::kMathGroups, kCluster>(acc, ws, item, walk.dp_tiles,
                                                                              walk.k_tiles, rank, group, tid % 128))
           return;
+        if (args.bias != nullptr) add_core_bias<BN>(acc, args.bias, args.bias_stride, args.n, w.n0, tid % 128);
         store_core_rows<BN>(acc, args.c, args.m, args.n, w.z, w.m0 + group * 64, w.n0, output_map,
                             output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups), group, tid % 128);
       });
