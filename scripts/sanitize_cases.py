@@ -7,7 +7,8 @@ broadcast (stride-0) operand too; and every path with linear's bias (tiledmm::_m
 but computes garbage is caught here as well. Arguments, if any, name the paths to run: a dtype
 (e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`,
 `float32:highest`: its scaled float16 splits);
-by default every path runs; `core` runs the Hopper GEMM core's cases (and the bias's) alone.
+by default every path runs; `core` runs the Hopper GEMM core's cases (and the bias's) alone, `bias`
+the bias's alone.
 """
 
 import itertools
@@ -35,7 +36,7 @@ def matrix(batch, rows, cols, transposed, dtype):
 MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or p[1] in (1, 2)]
 
 
-def cases(only_core=False):
+def cases(only=None):
     """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run; tile
     None: the dispatcher's plan (tiledmm.mm); "bias": that plus a bias (tiledmm::_mm_bias)."""
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
@@ -68,7 +69,9 @@ def cases(only_core=False):
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],
                              [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264)])
-    if only_core:
+    if only == "bias":
+        return bias
+    if only == "core":
         return itertools.chain(core, bias)
     return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split, core, bias)
 
@@ -83,9 +86,9 @@ def selected(path_names, dtype, precision):
 def main(path_names):
     torch.manual_seed(0)
     runs = failures = unfit = 0
-    only_core = "core" in path_names
-    path_names = [p for p in path_names if p != "core"]
-    for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases(only_core):
+    only = next((p for p in path_names if p in ("core", "bias")), None)
+    path_names = [p for p in path_names if p not in ("core", "bias")]
+    for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases(only):
         if not selected(path_names, dtype, precision):
             continue
         os.environ["TILEDMM_NO_WGMMA"] = "1" if wgmma_off else "0"

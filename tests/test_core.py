@@ -208,22 +208,37 @@ def test_forced_core_tiles_say_what_is_wrong():
         ops._bmm_with_config(a, b, 4, 1, TF32)
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16", "tf32"])
-@pytest.mark.parametrize("m,k,n,stream_k", [(40, 264, 72, False), (1032, 520, 776, False), (256, 8192, 256, True)])
-def test_bias_in_the_core_epilogue(m, k, n, stream_k, precision):
+# x @ W^T with a bias: one tile's rows and columns with ragged edges, several, and a small output
+# over a long K (GPT-2's weight gradients' shape), which stream-K's ranges share.
+BIAS_SHAPES = [(40, 264, 72), (1032, 520, 776), (768, 8192, 768)]
+BIAS_PRECISIONS = ["bfloat16", "float16", "tf32"]
+
+
+def _bias_operands(m, k, n, precision):
+    dtype = torch.float32 if precision == "tf32" else getattr(torch, precision)
+    x, w = torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda")
+    return x, w.mT, TF32 if precision == "tf32" else 0
+
+
+def test_bias_shapes_take_whole_tiles_and_stream_k():
+    texts = [ops._explain(*_bias_operands(m, k, n, "bfloat16")) for m, k, n in BIAS_SHAPES]
+    assert any("stream-K: " in t for t in texts) and any("stream-K: " not in t for t in texts), texts
+
+
+@pytest.mark.parametrize("precision", BIAS_PRECISIONS)
+@pytest.mark.parametrize("m,k,n", BIAS_SHAPES)
+def test_bias_in_the_core_epilogue(m, k, n, precision):
     # linear's bias (tiledmm::_mm_bias) is added to the float32 sums before they are stored, once
     # an output, also where stream-K's ranges of K meet; the rows and columns past the edges too.
-    dtype = torch.float32 if precision == "tf32" else getattr(torch, precision)
-    code = TF32 if precision == "tf32" else 0
-    x, w = torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda")
+    x, wt, code = _bias_operands(m, k, n, precision)
+    dtype = x.dtype
     bias = torch.randn(n, dtype=dtype, device="cuda") * k**0.5  # as large as the products
-    text = ops._explain(x, w.mT, code)
-    assert CORE in text and ("stream-K" in text) == stream_k, text
-    out, _ = poisoned(lambda: ops._mm_bias(x, w.mT, bias, code), (m, n), dtype, "cuda")
+    assert CORE in ops._explain(x, wt, code)
+    out, _ = poisoned(lambda: ops._mm_bias(x, wt, bias, code), (m, n), dtype, "cuda")
     if precision == "tf32":
-        check_tf32_product(out - bias, x, w.mT)
+        check_tf32_product(out - bias, x, wt)
     else:
-        ref = x.double() @ w.double().mT + bias.double()
+        ref = x.double() @ wt.double() + bias.double()
         tolerance = 4 * (2.0**-8 if dtype == torch.bfloat16 else 2.0**-11)  # the output's rounding
         assert torch.isfinite(out).all()
         assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance
