@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -24,14 +25,36 @@ namespace {
 
 using torch::headeronly::ScalarType;
 
+// A GPU's attributes that the dispatcher reads. Asked of the driver once a device (four queries
+// cost ~2 us of a call's host time on an H100 machine): they cannot change while the process runs.
+struct DeviceAttributes {
+  int num_sms, max_smem, major, minor;
+};
+
+DeviceAttributes query_attributes(int32_t device_index) {
+  DeviceAttributes a{};
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&a.num_sms, cudaDevAttrMultiProcessorCount, device_index));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&a.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_index));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&a.major, cudaDevAttrComputeCapabilityMajor, device_index));
+  STD_CUDA_CHECK(cudaDeviceGetAttribute(&a.minor, cudaDevAttrComputeCapabilityMinor, device_index));
+  return a;
+}
+
+DeviceAttributes attributes_of(int32_t device_index) {
+  constexpr int kCachedDevices = 64;
+  if (device_index < 0 || device_index >= kCachedDevices) return query_attributes(device_index);
+  static std::once_flag once[kCachedDevices];
+  static DeviceAttributes cached[kCachedDevices];
+  std::call_once(once[device_index], [&] { cached[device_index] = query_attributes(device_index); });
+  return cached[device_index];
+}
+
 DeviceLimits limits_of(int32_t device_index) {
+  const DeviceAttributes attributes = attributes_of(device_index);
   DeviceLimits limits{};
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.num_sms, cudaDevAttrMultiProcessorCount, device_index));
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&limits.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                        device_index));
-  int major = 0, minor = 0;
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
-  STD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
+  limits.num_sms = attributes.num_sms;
+  limits.max_smem = attributes.max_smem;
+  const int major = attributes.major, minor = attributes.minor;
   // sm_90a code runs on compute capability 9.0 only; setup.py defines TILEDMM_SM90A when it builds
   // it. Off when the driver compiles PTX instead of loading the sm_90a image (CUDA_FORCE_PTX_JIT:
   // the PTX is compute_80's, without wgmma), and with TILEDMM_NO_WGMMA=1 (read at every call:
@@ -43,6 +66,7 @@ DeviceLimits limits_of(int32_t device_index) {
   };
   limits.wgmma = major == 9 && minor == 0 && !set("CUDA_FORCE_PTX_JIT") && !set("TILEDMM_NO_WGMMA");
 #else
+  (void)major, (void)minor;
   limits.wgmma = false;
 #endif
   return limits;
