@@ -36,7 +36,7 @@ def _bmm_with_config_fake(a, b, tile, splits, precision=0):
 
 
 # Each autocast dtype's Tensor method: a cast through it costs ~6k host instructions fewer than
-# .to(dtype) on a CPU (~18k against ~24k with a graph node; bench/NOTES.md item 168).
+# .to(dtype) on a CPU (~15k against ~21k with a graph node; bench/NOTES.md item 168).
 _CASTS = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half}
 
 
