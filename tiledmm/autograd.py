@@ -106,14 +106,15 @@ def transformable(op, function, eager, op_bias=None):
             a, b, bias = autocast_operands(a, b, bias)
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
                                              or (bias is not None and bias.requires_grad))):
-            # Under vmap a batched bias may not fit in place into an output batched by less; a
-            # trace records what its check's run (without gradients) records.
-            if bias is None or torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
-                with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                    out = op(a, b, precision)
-                return _plus_checked_bias(out, bias)
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                return _product_plus_bias(op, op_bias, a, b, precision, bias)
+                if bias is None:
+                    return op(a, b, precision)
+                # Under vmap a batched bias may not fit in place into an output batched by less;
+                # a trace records what its check's run (without gradients) records.
+                if not (torch._C._are_functorch_transforms_active() or torch._C._is_tracing()):
+                    return _product_plus_bias(op, op_bias, a, b, precision, bias)
+                out = op(a, b, precision)
+            return _plus_checked_bias(out, bias)
         if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
             return _plus_checked_bias(op(a, b, precision), bias)
         return apply_eager(a, b, precision, bias)
