@@ -93,6 +93,13 @@ __device__ __forceinline__ void bulk_tensor_load_multicast(const void* map, void
       ::"r"(smem_address(smem)), "l"(map), "r"(smem_address(barrier)), "r"(x), "r"(y), "r"(z), "h"(cta_mask)
       : "memory");
 }
+// A load of a word that other SMs update atomically (a counter), without caching it in L1; the
+// caller orders what follows by a fence.
+__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // This block's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t rank;

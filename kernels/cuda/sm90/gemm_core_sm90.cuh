@@ -70,12 +70,13 @@ struct CoreTile {
 
 // A cluster's work: a tile of the output (of its matrix of the batch) over a range of its K tiles.
 // tile: the tile's index in the walk; part, parts: the range's place among the ranges that cover the
-// tile (parts 1: the whole of K).
+// tile (parts 1: the whole of K); first: the first item of its cluster's stream-K share.
 template <typename T>
 struct CoreItem {
   WorkItem<T> w;
   int64_t tile;
   int part, parts;
+  bool first;
 };
 
 // The work of a persistent grid of `clusters` clusters (one block each without clusters), in two
@@ -124,7 +125,8 @@ struct CoreWalk {
   // line at the same time (3072 x 8192 x 768 read 206 MB of HBM for 63 MB of operands without).
   template <int BM, int BN, int BK, typename T, typename Body>
   __device__ __forceinline__ void for_each(const GemmArgs<T, T>& args, int c, int clusters, const Body& body) const {
-    for (int64_t t = c; t < dp_tiles; t += clusters) body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, 0, k_tiles), t, 0, 1});
+    for (int64_t t = c; t < dp_tiles; t += clusters)
+      body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, 0, k_tiles), t, 0, 1, false});
     if (sk_units == 0) return;
     int64_t q = sk_units / k_tiles, x = clusters;  // q: gcd(stream-K tiles, clusters)
     while (x != 0) {
@@ -132,14 +134,14 @@ struct CoreWalk {
       q = x, x = r;
     }
     const int64_t period = sk_units / k_tiles / q;
-    const int64_t end = (c + 1) * sk_units / clusters;
-    for (int64_t u = c * sk_units / clusters; u < end;) {
+    const int64_t start = c * sk_units / clusters, end = (c + 1) * sk_units / clusters;
+    for (int64_t u = start; u < end;) {
       const int64_t s = u / k_tiles, first = s * k_tiles, t = dp_tiles + s % period * q + s / period;
       const int kb = static_cast<int>(u - first), ke = static_cast<int>(min(static_cast<int64_t>(k_tiles), kb + (end - u)));
       const int64_t head = owner(first, clusters);
       body(CoreItem<T>{tile_item<BM, BN, BK>(args, t, kb, ke), t,
                        static_cast<int>(owner(u, clusters) - head),
-                       static_cast<int>(owner(first + k_tiles - 1, clusters) - head + 1)});
+                       static_cast<int>(owner(first + k_tiles - 1, clusters) - head + 1), u == start});
       u += ke - kb;
     }
   }
@@ -156,35 +158,44 @@ struct CoreParts {
   int max_parts;
 };
 
-// Leaves this math warpgroup's part of stream-K item `item` in the workspace; returns whether it
-// was the tile's last range to finish, in which case acc now holds the sum of every range's part,
-// added in range order (the result does not depend on which range finished last). Parts are read
-// through the L2 (__ldcg: other SMs wrote them), part 0's chunks all in flight at once, then each
-// further part's in rounds of 16.
+// Meets the other K ranges of stream-K item `item`'s tile; returns whether this range was the last
+// to finish, in which case acc now holds the sum of every range's part, added in range order (the
+// result does not depend on which range finished last). A range that is not last leaves its math
+// warpgroup's part in the workspace. A tile's head (part 0) that comes after another item of its
+// cluster's share usually finishes last (its later ranges are the first items of the next shares):
+// where the count already says so, its part stays in registers, where the sum starts (a block's
+// 128 KiB neither written nor read back on a 128 x 256 tile). Parts are read through the L2 (__ldcg:
+// other SMs wrote them), part 0's chunks all in flight at once, then each further part's in rounds
+// of 16.
 template <int BN, int kMathGroups, int kCluster, typename T>
 __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
                                              int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
   constexpr int kChunks = BN / 8, kBatch = kChunks < 16 ? kChunks : 16;
   const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kMathGroups + group;
   float4* const parts = reinterpret_cast<float4*>(ws.parts) + slot * ws.max_parts * kChunks * 128 + tid_in_group;
-  float4* const own = parts + static_cast<int64_t>(item.part) * kChunks * 128;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) own[c * 128] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
-  __threadfence();  // this thread's part is visible before the group's arrival is counted
-  sync::warps<128>(1 + group);
-  bool last = false;
-  if (tid_in_group == 0) {
-    const unsigned done = static_cast<unsigned>(item.w.k_tiles);
-    last = atomicAdd(ws.arrivals + slot, done) + done == static_cast<unsigned>(k_tiles);
+  const unsigned done = static_cast<unsigned>(item.w.k_tiles);
+  bool kept = false;  // part 0 in registers, the others all in
+  if (item.part == 0 && !item.first) {
+    if (tid_in_group == 0) kept = ptx::load_relaxed(ws.arrivals + slot) + done == static_cast<unsigned>(k_tiles);
+    kept = sync::warps_or<128>(kept, 1 + group);
   }
-  last = sync::warps_or<128>(last, 1 + group);
-  if (!last) return false;
-  __threadfence();  // the other ranges' parts, counted before this arrival, are visible
-  // Every part from the L2, its own too (the accumulators are free once written out).
+  if (!kept) {
+    float4* const own = parts + static_cast<int64_t>(item.part) * kChunks * 128;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const float4 v = __ldcg(parts + c * 128);
-    acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
+    for (int c = 0; c < kChunks; ++c) own[c * 128] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
+    __threadfence();  // this thread's part is visible before the group's arrival is counted
+    sync::warps<128>(1 + group);
+    bool last = false;
+    if (tid_in_group == 0) last = atomicAdd(ws.arrivals + slot, done) + done == static_cast<unsigned>(k_tiles);
+    if (!sync::warps_or<128>(last, 1 + group)) return false;
+  }
+  __threadfence();  // the other ranges' parts, counted before this range saw the count, are visible
+  if (!kept) {  // every part from the L2, part 0 too (the accumulators are free once written out)
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const float4 v = __ldcg(parts + c * 128);
+      acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
+    }
   }
   for (int p = 1; p < item.parts; ++p) {
 #pragma unroll
