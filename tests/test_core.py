@@ -74,13 +74,16 @@ def test_wide_output_walks_groups_of_rows():
     assert 4 <= groups <= 32
 
 
+@pytest.mark.parametrize("batch", [2, 6], ids=["even", "uneven"])
 @pytest.mark.parametrize("tile", CORE_TILES)
-def test_stream_k_sums_in_range_order(tile):
-    """K cut into ranges (about five a tile, forced): the last range of a tile to finish adds every
-    part in range order, so the same inputs give the same bits launch after launch, whichever
-    range happens to finish last and whether it kept its own part in registers (the arrival
-    counters start from zero each launch)."""
-    a, b = operands(264, 4104, 392, "tn", torch.bfloat16, "cuda", batch=(2,))
+def test_stream_k_sums_in_range_order(tile, batch):
+    """K cut into ranges (five a tile, forced): the last range of a tile to finish adds every part
+    in range order, so the same inputs give the same bits launch after launch, whichever range
+    happens to finish last (the arrival counters start from zero each launch). A batch of two cuts
+    K evenly on most tiles (one range a cluster); with six, five ranges a tile need more clusters
+    than the GPU has, so every cluster takes an even share that crosses tiles, and a tile's head
+    that comes after another item of its share may keep its part in registers."""
+    a, b = operands(264, 4104, 392, "tn", torch.bfloat16, "cuda", batch=(batch,))
     first = ops._bmm_with_config(a, b, tile, 5, 0)
     check_against_reference(first, a, b)
     for _ in range(8):
