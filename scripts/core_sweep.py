@@ -1,7 +1,7 @@
 """Times the Hopper GEMM core's tiles against torch.matmul on one GPU, to fit the rule's tile rates
 (gemm_core_plan.cpp): for each shape, torch, the dispatcher's choice, each core tile forced (4-6:
-128 x 256, 128 x 128, 128 x 64; 7-8: 128 x 256, 128 x 128 in clusters of two; the K split still the
-rule's) and the wgmma family's large tile (0, "old"), in bfloat16, float16 or TF32 (--dtype; TF32 on
+128 x 256, 128 x 128, 128 x 64; 7-8: 128 x 256, 128 x 128 in clusters of two; 9: 128 x 192; the K
+split still the rule's) and the wgmma family's large tile (0, "old"), in bfloat16, float16 or TF32 (--dtype; TF32 on
 the core takes x @ W^T only: the nt shapes), CUDA events, median of --reps after warm-up, L2 flushed.
 
     python scripts/core_sweep.py [--reps 20] [--dtype bfloat16|float16|tf32] [--shapes M,K,N,layout ...]
@@ -64,13 +64,14 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     ops = torch.ops.tiledmm
     print(f"{torch.cuda.get_device_name()}: ratios torch ms / tiledmm ms ({args.dtype}, L2 flushed)")
-    print(f"{'m':>6} {'k':>6} {'n':>6} lay {'torch':>7} {'TF/s':>5} {'auto':>6} {'t4':>6} {'t5':>6} {'t6':>6} {'t7':>6} "
-          f"{'t8':>6} {'old':>6}  chosen")
+    tiles = (4, 5, 6, 7, 8, 9, 0)
+    print(f"{'m':>6} {'k':>6} {'n':>6} lay {'torch':>7} {'TF/s':>5} {'auto':>6} "
+          + " ".join(f"{'t' + str(t) if t else 'old':>6}" for t in tiles) + "  chosen")
     for m, k, n, layout in shapes:
         a, b = operand(m, k, layout[0] == "t", dtype), operand(k, n, layout[1] == "t", dtype)
         ref = time_ms(lambda: torch.matmul(a, b), args.reps, flush)
         cells = [ref / time_ms(lambda: tiledmm.matmul(a, b, precision=precision), args.reps, flush)]
-        for tile in (4, 5, 6, 7, 8, 0):
+        for tile in tiles:
             a3, b3 = a[None], b[None]
             cells.append(ref / time_ms(lambda: ops._bmm_with_config(a3, b3, tile, 0, code), args.reps, flush))
         text = tiledmm.explain(a, b, precision=precision)

@@ -16,8 +16,8 @@ import tiledmm
 from core_sweep import operand, time_ms
 
 ops = torch.ops.tiledmm
-BN = {4: 256, 5: 128, 6: 64, 7: 256, 8: 128}  # the core's tiles (gemm_core_plan.h)
-CLUSTER = {4: 1, 5: 1, 6: 1, 7: 2, 8: 2}
+BN = {4: 256, 5: 128, 6: 64, 7: 256, 8: 128, 9: 192}  # the core's tiles (gemm_core_plan.h)
+CLUSTER = {4: 1, 5: 1, 6: 1, 7: 2, 8: 2, 9: 1}
 SHAPES = [(768, 8192, 768, "tn"), (3072, 8192, 768, "tn"), (768, 8192, 3072, "tn"), (2304, 8192, 768, "tn"),
           (512, 12288, 1536, "tn"), (4096, 4096, 4096, "nn"), (1024, 8192, 1024, "nn")]
 

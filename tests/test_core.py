@@ -15,7 +15,7 @@ pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
 
 CORE = "Hopper GEMM core"
-CORE_TILES = [4, 5, 6, 7, 8]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two
+CORE_TILES = [4, 5, 6, 7, 8, 9]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 # Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
 # row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.

@@ -9,11 +9,17 @@ namespace tiledmm {
 
 namespace {
 // Each tile's rate relative to 128 x 256 where both fill the GPU alike (H100, scripts/core_sweep.py,
-// bench/NOTES.md item 151): 128 x 128 at 0.70-0.95 of it, 128 x 64 at 0.45-0.58; clusters of two
-// 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both blocks). The narrower tiles
-// read more operand bytes from shared memory and the L2 per product and issue smaller wgmmas;
-// m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.5, 1.01, 0.85};
+// bench/NOTES.md items 151 and 170): 128 x 128 at 0.70-0.95 of it, 128 x 64 at 0.54-0.64 on 98-128
+// blocks; clusters of two 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both
+// blocks). The narrower tiles read more operand bytes from shared memory and the L2 per product and
+// issue smaller wgmmas; m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
+// 128 x 192 (item 171) reads 21 bytes a thousand products against 128 x 256's 19 and 128 x 128's 23:
+// between the two; it fills the SMs where a width of 768, 1536, 2304 or 3072 leaves 128 x 256 a
+// wave partly idle.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.96};
+// Tiles the rule may choose. 128 x 192 runs only where forced until a GPU has measured it and its
+// tests have passed there (bench/NOTES.md item 171: the session that wrote it had no device time).
+constexpr bool kCoreTileChosen[kCoreTiles] = {true, true, true, true, true, false};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
@@ -46,8 +52,10 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
   constexpr double kMaxSlowdown = 3.0;
-  // Zeroing the workspace's counters before a stream-K launch (one more operation on the stream).
-  constexpr double kWorkspaceCost = 2e-6;
+  // Zeroing the workspace's counters before a stream-K launch (one more operation on the stream),
+  // and what stream-K cost past its products and its meeting model in a sweep of forced plans (8-15
+  // us on an H100, bench/NOTES.md item 170): fitted with 128 x 64's rate to the least regret.
+  constexpr double kWorkspaceCost = 7e-6;
   // What whole tiles in clusters cost beyond the same tiles alone (H100: 128 x 256 tiles, one a
   // block or cluster, K from 64 to 8192: 2-3 us more in clusters of two at every K; bench/NOTES.md
   // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
@@ -70,6 +78,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
   const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
   for (int tile = first; tile < last; ++tile) {
+    if (p.tile_override < kCoreTileBase && !kCoreTileChosen[tile]) continue;
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;

@@ -39,8 +39,8 @@
 namespace tiledmm {
 
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
-// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256, 6 of
-// 128 x 128, 8 of 128 x 64).
+// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256 or
+// 128 x 192, 6 of 128 x 128, 8 of 128 x 64).
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
@@ -62,7 +62,7 @@ struct CoreTile {
   // accumulators (BN 256) and addresses; the producer's walk and copies (at 40 the cluster
   // variants' producers spilled 8-64 bytes).
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
-  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
@@ -170,7 +170,9 @@ struct CoreParts {
 template <int BN, int kMathGroups, int kCluster, typename T>
 __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
                                              int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
-  constexpr int kChunks = BN / 8, kBatch = kChunks < 16 ? kChunks : 16;
+  // Rounds of at most 16 chunks that divide a part (BN 192: two of 12).
+  constexpr int kChunks = BN / 8, kBatch = kChunks <= 16 ? kChunks : kChunks % 16 == 0 ? 16 : kChunks / 2;
+  static_assert(kChunks % kBatch == 0 && kBatch <= 16, "whole rounds of chunks");
   const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kMathGroups + group;
   float4* const parts = reinterpret_cast<float4*>(ws.parts) + slot * ws.max_parts * kChunks * 128 + tid_in_group;
   const unsigned done = static_cast<unsigned>(item.w.k_tiles);
@@ -220,11 +222,18 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
 // it: the wait is as late as can be, so that they read it while the math warps compute.
 //   Registers: warp w of the group holds rows 16 w ... 16 w + 15 of its 64, and column block j (8
 // columns) in registers 4 j ... 4 j + 3: (row g, columns 2 t4, 2 t4 + 1), then row g + 8.
+// A pass is as wide as the buffer holds, halved until it divides BN (BN 192 in 16 bits: three passes
+// of 64 columns), and a whole number of the output map's 128-byte boxes.
 template <int BN, typename Out>
 struct OutputPass {
   static constexpr int kCols = 16 * 1024 / (64 * static_cast<int>(sizeof(Out)));
-  static constexpr int kPasses = BN > kCols ? BN / kCols : 1;
-  static constexpr int kWidth = BN < kCols ? BN : kCols;
+  static constexpr int width() {
+    int w = BN < kCols ? BN : kCols;
+    while (BN % w != 0) w /= 2;
+    return w;
+  }
+  static constexpr int kWidth = width(), kPasses = BN / kWidth;
+  static_assert(kWidth * static_cast<int>(sizeof(Out)) % 128 == 0, "whole boxes of the output map");
 };
 
 // Adds linear's bias to a math warpgroup's 64 x BN sums (registers as store_core_rows reads them):
