@@ -202,8 +202,8 @@ def test_forced_core_tiles_say_what_is_wrong():
     read (rows of 33 bf16 elements: 66 bytes apart), and one forced on TF32 operands that are not
     both K-major are refused with errors that say so."""
     a, b = operands(40, 264, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
-    with pytest.raises(RuntimeError, match="out of range: the Hopper GEMM core's tiles are 4 ... 8"):
-        ops._bmm_with_config(a, b, 9, 1, 0)
+    with pytest.raises(RuntimeError, match="out of range: the Hopper GEMM core's tiles are 4 ... 9"):
+        ops._bmm_with_config(a, b, 10, 1, 0)
     a, b = operands(40, 33, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="16-byte aligned"):
         ops._bmm_with_config(a, b, 4, 1, 0)

@@ -1,0 +1,112 @@
+"""The Hopper GEMM core's rule (plan_core, kernels/cuda/sm90/gemm_core_plan.cpp) on the CPU: what
+it plans for a grid of shapes and GPU sizes must be a plan the kernel can run (its tile, grid,
+stream-K shares and workspace within their bounds), and the cases the rule was measured on keep
+their plans. The rule is plain host code: tests/core_rule/plan_driver.cpp compiles it alone (with a
+stand-in for the one torch header it reads), so no GPU is needed."""
+
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPILER = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++") or shutil.which("clang++")
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler (c++, g++ or clang++) to build the rule's driver")
+
+MIN_SHARE = 4  # K tiles: the shortest stream-K share the rule plans (kMinShare)
+MAX_WORKSPACE = 256 << 20  # bytes of float32 parts (kMaxWorkspace)
+UNCHOSEN_BN = {192}  # tiles the rule does not choose yet (kCoreTileChosen): run only where forced
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    """plan(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0) -> (the plan, the tile table)."""
+    driver = str(tmp_path_factory.mktemp("core_rule") / "plan_driver")
+    subprocess.run([COMPILER, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "tests", "core_rule"),
+                    "-I", os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tests", "core_rule", "plan_driver.cpp"),
+                    os.path.join(ROOT, "kernels", "cuda", "sm90", "gemm_core_plan.cpp"), "-o", driver],
+                   check=True, capture_output=True, text=True)
+
+    def run(problems):
+        text = "".join(" ".join(map(str, p)) + "\n" for p in problems)
+        lines = subprocess.run([driver], input=text, check=True, capture_output=True, text=True).stdout.splitlines()
+        return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+
+    return run
+
+
+def problem(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0):
+    return (m, n, k, batch, dtype, sms, tile, splits)
+
+
+GRID = [problem(m, n, k, batch, dtype, sms)
+        for m, n, k, batch, dtype, sms in itertools.product(
+            [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [257, 768, 4097, 8192, 65536],
+            [1, 3], ["bf16", "f32"], [132, 114, 78])]
+
+
+def check_runnable(p, c, table):
+    """Invariants of any plan the launch takes (gemm_core_launch.cuh, CoreWalk)."""
+    m, n, k, batch, dtype, sms, forced_tile, forced_splits = p
+    bn, cluster = table["bn"][c["tile"]], table["cluster"][c["tile"]]
+    rows = table["bm"] * cluster
+    m_tiles, k_tiles = math.ceil(m / rows), math.ceil(k / (32 if dtype == "f32" else 64))
+    gpu = max(1, sms // cluster)
+    assert c["tiles"] == m_tiles * math.ceil(n / bn) * batch, (p, c)
+    assert 1 <= c["group_rows"] <= m_tiles, (p, c)
+    assert 1 <= c["clusters"] <= gpu, (p, c)
+    if c["dp_tiles"] == c["tiles"]:  # whole tiles
+        assert c["clusters"] == min(gpu, c["tiles"]), (p, c)
+    else:  # stream-K over every tile: each cluster at least one K tile, shares past the shortest planned
+        assert c["dp_tiles"] == 0, (p, c)
+        assert c["clusters"] <= c["tiles"] * k_tiles, (p, c)
+        assert c["max_parts"] >= 2, (p, c)
+        workspace = c["tiles"] * cluster * table["bm"] * bn * 4 * c["max_parts"]
+        if forced_splits < 2:
+            assert c["tiles"] < gpu, (p, c)  # only where whole tiles would leave SMs idle
+            assert c["tiles"] * k_tiles // c["clusters"] >= MIN_SHARE, (p, c)
+            assert workspace <= MAX_WORKSPACE, (p, c)
+
+
+def test_every_plan_is_one_the_kernel_runs(plan):
+    table, plans = plan(GRID)
+    for p, c in zip(GRID, plans):
+        check_runnable(p, c, table)
+        assert table["bn"][c["tile"]] not in UNCHOSEN_BN, (p, c)
+
+
+def test_forced_tiles_and_splits_are_obeyed(plan):
+    table, _ = plan([])
+    forced = [problem(m, n, 4104, tile=table["tile_base"] + t, splits=s)
+              for m, n in [(264, 136), (8192, 768)] for t in range(len(table["bn"])) for s in (0, 1, 3)]
+    _, plans = plan(forced)
+    for p, c in zip(forced, plans):
+        check_runnable(p, c, table)
+        assert c["tile"] == p[6] - table["tile_base"] and c["fits"], (p, c)
+        splits = p[7]
+        if splits == 1:
+            assert c["dp_tiles"] == c["tiles"], (p, c)
+        if splits >= 2:
+            gpu = max(1, 132 // table["cluster"][c["tile"]])
+            assert c["dp_tiles"] == 0 and c["clusters"] == min(gpu, c["tiles"] * splits), (p, c)
+
+
+def test_measured_cases_keep_their_plans(plan):
+    """Where the rule's constants were fitted (bench/NOTES.md items 151-170, an H100's 132 SMs)."""
+    table, plans = plan([
+        problem(4096, 28672, 4096),  # a wide output: whole tiles, in groups of rows
+        problem(256, 256, 65536),  # a tile or two over a very long K: not the core's
+        problem(768, 768, 8192),  # a small weight gradient: stream-K
+        problem(768, 3072, 8192),
+        problem(1024, 1024, 8192),  # item 170: whole 128 x 64 tiles, not stream-K
+    ])
+    wide, long_k, small, wgrad, square = plans
+    assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
+    assert not long_k["fits"]
+    for c in (small, wgrad):
+        assert c["fits"] and c["dp_tiles"] == 0, c
+    assert square["dp_tiles"] == square["tiles"] and table["bn"][square["tile"]] == 64, square
