@@ -97,6 +97,35 @@ def test_enable_falls_through_for_what_tiledmm_cannot_serve(device):
     torch.testing.assert_close(out, torch.matmul(x, y))
 
 
+def test_enable_serves_exactly_what_tiledmm_computes(device):
+    """The mode's test for a product's arguments: dense tensors of at least one dimension, on one
+    CPU or CUDA device, of one supported dtype as autocast would cast them; anything else is
+    torch's."""
+    from tiledmm.mode import _servable
+
+    def t(*shape, dtype=torch.float32, on=device):
+        return torch.randn(*shape, device=on).to(dtype)
+
+    assert _servable([t(2, 3), t(3, 4)])
+    assert _servable([t(2, 3), t(4, 3), t(4)])
+    for dtype in (torch.float64, torch.float16, torch.bfloat16):
+        assert _servable([t(2, 3, dtype=dtype), t(3, dtype=dtype)])
+    assert not _servable([t(2, 3), t(3, 4, dtype=torch.float64)])  # dtypes differ
+    assert not _servable([t(2, 3, dtype=torch.int32), t(3, 4, dtype=torch.int32)])
+    assert not _servable([torch.randn(2, 3, dtype=torch.complex64, device=device)] * 2)
+    assert not _servable([t(2, 3), torch.tensor(1.0, device=device)])  # 0-D
+    assert not _servable([t(2, 3), t(3, 4).to_sparse()])
+    assert not _servable([t(2, 3), t(3, 4, on="meta")]) and not _servable([t(2, 3, on="meta"), t(3, 4, on="meta")])
+    assert not _servable([t(2, 3), 3.0])
+    if device == "cuda":
+        assert not _servable([t(2, 3), t(3, 4, on="cpu")]) and not _servable([t(2, 3, on="cpu"), t(3, 4)])
+        if torch.cuda.device_count() > 1:
+            assert not _servable([t(2, 3), t(3, 4, on="cuda:1")])
+    with torch.autocast(device, dtype=torch.bfloat16):
+        assert _servable([t(2, 3), t(3, 4, dtype=torch.bfloat16)])  # both cast to bfloat16
+        assert not _servable([t(2, 3, dtype=torch.float64), t(3, 4, dtype=torch.bfloat16)])  # float64 stays
+
+
 def test_enable_trains_an_unchanged_model(device):
     torch.manual_seed(2)
     model = torch.nn.Sequential(torch.nn.Linear(12, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1)).to(device)

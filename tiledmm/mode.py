@@ -13,20 +13,29 @@ def _servable(tensors) -> bool:
     """Whether tiledmm computes a product of these arguments (linear's bias None left out): tensors
     of one supported dtype (as torch.autocast would cast them: the products cast their operands
     themselves) on one CPU or CUDA device, dense, at least 1-D. Anything else falls through to
-    torch. (Read per call: is_cuda and is_cpu, not device.type, which costs ~0.5 us.)"""
+    torch. Every product inside enable() asks, so it reads the tensors' flags and device index
+    (is_cuda, is_cpu, get_device) rather than torch.device objects, which cost ~2k host
+    instructions each (bench/NOTES.md item 172)."""
     first = tensors[0]
-    if not (isinstance(first, torch.Tensor) and (first.is_cuda or first.is_cpu)):
+    if not isinstance(first, torch.Tensor):
         return False
-    device = first.device
+    cuda = first.is_cuda
+    if not (cuda or first.is_cpu):
+        return False
+    index = first.get_device()  # -1 on the CPU
+    device_type = "cuda" if cuda else "cpu"
     cast_to = None
-    if torch._C._is_any_autocast_enabled() and torch.is_autocast_enabled(device.type):
-        cast_to = torch.get_autocast_dtype(device.type)
+    if torch._C._is_any_autocast_enabled() and torch.is_autocast_enabled(device_type):
+        cast_to = torch.get_autocast_dtype(device_type)
     dtype = None
     for t in tensors:
-        if not (isinstance(t, torch.Tensor) and t.device == device and t.layout == torch.strided and t.dim() >= 1):
+        if not (isinstance(t, torch.Tensor) and (t.is_cuda if cuda else t.is_cpu) and t.get_device() == index
+                and t.layout is torch.strided and t.dim() >= 1):
             return False
-        t_dtype = cast_to if cast_to is not None and t.dtype != torch.float64 and t.is_floating_point() else t.dtype
-        if t_dtype != dtype and dtype is not None:
+        t_dtype = t.dtype
+        if cast_to is not None and t_dtype is not torch.float64 and t.is_floating_point():
+            t_dtype = cast_to
+        if t_dtype is not dtype and dtype is not None:
             return False
         dtype = t_dtype
     return dtype in SUPPORTED_DTYPES
