@@ -102,23 +102,16 @@ def test_even_cuts(splits, tile, layout):
     check_against_reference(out, a, b)
 
 
-def test_small_weight_gradient_cuts_k_evenly():
-    """768 x 8192 x 768 (a weight gradient of 36 tiles of 128 x 128): K cut evenly into ranges, one
-    a cluster, as accurate as torch."""
-    a, b = operands(768, 8192, 768, "tn", torch.bfloat16, "cuda")
+# Weight gradients whose outputs have fewer tiles than SMs over a long K: 768 x 768 (36 tiles of
+# 128 x 128, K cut evenly, one range a cluster) and 768 x 3072 (every cluster an even share of the
+# K tiles that crosses tiles).
+@pytest.mark.parametrize("m,k,n", [(768, 8192, 768), (768, 8192, 3072)])
+def test_small_output_long_k_shares_k_by_stream_k(m, k, n):
+    """The ranges of K meet, and the parts' float32 sum is as accurate as torch."""
+    a, b = operands(m, k, n, "tn", torch.bfloat16, "cuda")
     text = tiledmm.explain(a, b)
     assert CORE in text and "stream-K:" in text
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (768, 768), torch.bfloat16, "cuda")
-    check_against_reference(out, a, b)
-
-
-def test_small_output_long_k_shares_k_by_stream_k():
-    """An output of fewer tiles than SMs over a long K (a weight gradient, 768 x 8192 x 3072): every
-    cluster takes an even share of the K tiles, and the parts' float32 sum is as accurate as torch."""
-    a, b = operands(768, 8192, 3072, "tn", torch.bfloat16, "cuda")
-    text = tiledmm.explain(a, b)
-    assert CORE in text and "stream-K:" in text
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (768, 3072), torch.bfloat16, "cuda")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (m, n), torch.bfloat16, "cuda")
     check_against_reference(out, a, b)
 
 
