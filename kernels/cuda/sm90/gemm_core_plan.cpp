@@ -13,9 +13,9 @@ namespace {
 // blocks; clusters of two 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both
 // blocks). The narrower tiles read more operand bytes from shared memory and the L2 per product and
 // issue smaller wgmmas; m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
-// 128 x 192 (item 171) reads 21 bytes a thousand products against 128 x 256's 19 and 128 x 128's 23:
-// between the two; it fills the SMs where a width of 768, 1536, 2304 or 3072 leaves 128 x 256 a
-// wave partly idle.
+// 128 x 192 (item 171, not yet measured) reads 21 bytes of shared memory per thousand FLOP against
+// 128 x 256's 20 and 128 x 128's 23, so its rate is put between theirs; it fills the SMs where a
+// width of 768, 1536, 2304 or 3072 leaves 128 x 256 a wave partly idle.
 constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.96};
 // Tiles the rule may choose. 128 x 192 runs only where forced until a GPU has measured it and its
 // tests have passed there (bench/NOTES.md item 171: the session that wrote it had no device time).

@@ -215,8 +215,8 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
   return true;
 }
 
-// A math warpgroup's 64 x BN outputs leave in passes of kCols columns (16 KiB of Out), each staged
-// in its 16 KiB buffer as the output map's boxes want it (bulk_box_offset: 128-byte rows swizzled
+// A math warpgroup's 64 x BN outputs leave in passes of kWidth columns (up to 16 KiB of Out), each
+// staged in its 16 KiB buffer as the output map's boxes want it (bulk_box_offset: 128-byte rows swizzled
 // by row, conflict-free for the fragment's stores) and sent by one thread's bulk tensor copies, which
 // skip what lies past the matrix. Before a pass writes the buffer, the last pass's copies have read
 // it: the wait is as late as can be, so that they read it while the math warps compute.
