@@ -31,6 +31,12 @@ ENTRIES = {
 }
 
 
+# Each entry's product node where it is not TiledmmMMBackward: linear's (x @ W^T + bias, any
+# leading dimensions of x, no views) and the batched products'.
+_PRODUCT_NODE = {"bmm": "TiledmmBMMBackward", "matmul_batched": "TiledmmBMMBackward",
+                 **{name: "TiledmmLinearBackward" for name in ("linear", "linear_nd", "nn.Linear", "nn.Linear_nd")}}
+
+
 def _layer(cls, x, w):
     """cls (an nn.Linear) with weight w and bias w[:, 0], on x."""
     layer = cls(w.shape[1], w.shape[0], device="meta")
@@ -70,7 +76,7 @@ def test_graph_and_gradients_as_torchs(device, name, needs):
         assert ours.grad_fn is None
         return
     nodes = _graph_nodes(ours)
-    assert ("TiledmmBMMBackward" if name in ("bmm", "matmul_batched") else "TiledmmMMBackward") in nodes, nodes  # lean
+    assert _PRODUCT_NODE.get(name, "TiledmmMMBackward") in nodes, nodes  # lean
     assert not any("GeneratedBackwardFor" in n for n in nodes), nodes  # not torch.library's
     wrt = [x for x in inputs if x.requires_grad]
     grad = torch.randn_like(ours)
@@ -89,7 +95,8 @@ def test_linear_bias_is_in_the_products_node(device, shape, needs):
     ours, theirs = tiledmm.linear(x, w, bias), F.linear(x, w, bias)
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
     nodes = _graph_nodes(ours)
-    assert "TiledmmMMBackward" in nodes and not any(n.startswith("AddBackward") for n in nodes), nodes
+    assert nodes[0] == "TiledmmLinearBackward" and not any(n.startswith(("AddBackward", "ViewBackward",
+                                                                           "TransposeBackward")) for n in nodes), nodes
     grad = torch.randn_like(ours)
     for g, h in zip(torch.autograd.grad(ours, wrt, grad), torch.autograd.grad(theirs, wrt, grad)):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
@@ -109,7 +116,7 @@ BIAS_SHAPES = [(1, 64, 24), (7, 37, 41), (33, 136, 264), (1032, 520, 776), (256,
 @pytest.mark.parametrize("m,k,n", BIAS_SHAPES, ids=str)
 @pytest.mark.parametrize("path", list(BIAS_PATHS))
 def test_linear_bias_is_added_by_the_products_operator(device, path, m, k, n, needs, bias_kind):
-    # tiledmm::_mm_bias adds a bias of the product's dtype in the kernel's epilogue (the Hopper
+    # tiledmm::_gemm_nd adds a bias of the product's dtype in the kernel's epilogue (the Hopper
     # GEMM core, the CPU loops) or right after the product from C++: one operator, no add of its own.
     if device == "cpu" and m * k * n > 2**21:
         pytest.skip("the CPU backend's plain loops: small shapes only")
@@ -123,7 +130,7 @@ def test_linear_bias_is_added_by_the_products_operator(device, path, m, k, n, ne
     bias.requires_grad_(bool(needs))
     with OpLog() as log:
         out, _ = poisoned(lambda: tiledmm.linear(x, w, bias, precision=precision), (m, n), dtype, device)
-    assert "tiledmm._mm_bias.default" in log.ops and not any(op.startswith("aten.add") for op in log.ops), log.ops
+    assert "tiledmm._gemm_nd.default" in log.ops and not any(op.startswith("aten.add") for op in log.ops), log.ops
     ref = x.double() @ w.double().mT + bias.double()
     assert torch.isfinite(out).all()
     assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance
@@ -131,6 +138,45 @@ def test_linear_bias_is_added_by_the_products_operator(device, path, m, k, n, ne
         grad = torch.randn_like(out)
         grad_bias = torch.autograd.grad(out, bias, grad)[0]
         torch.testing.assert_close(grad_bias.double(), grad.double().sum_to_size(bias.shape), rtol=1e-2, atol=1e-2 * m**0.5)
+
+
+# _gemm_nd's operands: N-D tensors whose rows fold, ones that must be copied (leading strides that
+# do not chain, a stride-0 expanded gradient), and each transposed.
+FOLDED = {
+    "rows": lambda t: t(2, 3, 5),
+    "matrix": lambda t: t(6, 5),
+    "column_major_rows": lambda t: t(5, 2, 3).permute(1, 2, 0),  # folds into a column-major matrix
+    "unfoldable": lambda t: t(3, 2, 5).transpose(0, 1),  # copied: its leading strides do not chain
+    "expanded": lambda t: t(1, 1, 5).expand(2, 3, 5),
+}
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("b_kind", ["matrix", "rows"])
+@pytest.mark.parametrize("a_kind", list(FOLDED))
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, False), (True, True)])
+def test_gemm_nd_reads_folded_and_transposed_operands(device, ta, tb, a_kind, b_kind, bias):
+    # A = a's rows folded (a^T where ta), B likewise (b^T where tb); the output keeps an N-D a's
+    # leading dimensions where a is not transposed. Operands sized so that every pairing fits.
+    def t(*shape):
+        return torch.randn(shape, device=device, dtype=torch.float64)
+
+    a = FOLDED[a_kind](t)  # 6 rows of 5 (or 2 x 3 x 5)
+    fold = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
+    A = fold(a).mT if ta else fold(a)
+    k = A.shape[1]
+    if b_kind == "matrix":
+        b = t(4, k) if tb else t(k, 4)
+    else:  # rows of an N-D tensor: 4 of k, or k of 4
+        b = t(2, 2, k) if tb else t(k, 1, 4)
+    B = fold(b).mT if tb else fold(b)
+    n = B.shape[1]
+    c = t(n) if bias else None
+    out = torch.ops.tiledmm._gemm_nd(a, b, ta, tb, c, 0)
+    ref = A @ B + (c if bias else 0)
+    shape = (*a.shape[:-1], n) if a.dim() > 2 and not ta else (A.shape[0], n)
+    assert out.shape == shape and out.is_contiguous()
+    torch.testing.assert_close(out.reshape(-1, n), ref, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("bias_shape", [(1,), (6, 4), (2, 1, 4)])

@@ -49,3 +49,14 @@ def test_opcheck_mm_bias(device, dtype, bias_shape, requires_grad):
     bias = torch.randn(bias_shape, dtype=dtype, device=device)
     args = [x.requires_grad_(requires_grad and dtype == torch.float32) for x in (a, b, bias)]
     torch.library.opcheck(ops._mm_bias, (*args, 0))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, False)])
+def test_opcheck_gemm_nd(device, ta, tb, requires_grad):
+    # linear's products: x @ W^T with a bias, dY W and dY^T x, x and dY 3-D.
+    x, w, dy = (torch.randn(s, device=device, dtype=torch.float64) for s in ((2, 3, 5), (4, 5), (2, 3, 4)))
+    a, b = {(False, True): (x, w), (False, False): (dy, w), (True, False): (dy, x)}[(ta, tb)]
+    bias = torch.randn(4, device=device, dtype=torch.float64) if tb else None
+    args = [t.requires_grad_(requires_grad) if t is not None else t for t in (a, b, bias)]
+    torch.library.opcheck(ops._gemm_nd, (args[0], args[1], ta, tb, args[2], 0))

@@ -51,7 +51,7 @@ def test_operator_rejects_unknown_codes():
 
 
 class _PrecisionLog(torch.utils._python_dispatch.TorchDispatchMode):
-    """Records the precision code of every tiledmm mm/bmm call."""
+    """Records the precision code of every tiledmm product call."""
 
     def __init__(self):
         super().__init__()
@@ -62,6 +62,8 @@ class _PrecisionLog(torch.utils._python_dispatch.TorchDispatchMode):
             self.codes.append(args[2] if len(args) > 2 else 0)
         elif func == ops._mm_bias.default:  # (a, b, bias, precision)
             self.codes.append(args[3] if len(args) > 3 else 0)
+        elif func == ops._gemm_nd.default:  # (a, b, ta, tb, bias, precision)
+            self.codes.append(args[5] if len(args) > 5 else 0)
         return func(*args, **(kwargs or {}))
 
 

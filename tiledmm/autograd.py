@@ -329,6 +329,100 @@ def _register(name, product, precision_index, bias_index=None):
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
 
+def _gemm_nd_setup_context(ctx, inputs, output):
+    """inputs: (a, b, ta, tb, bias, precision), precision absent where it is the default 0."""
+    a, b, ta, tb, bias = inputs[:5]
+    ctx.save_for_backward(a, b)
+    ctx.transposed, ctx.precision = (ta, tb), inputs[5] if len(inputs) > 5 else 0
+    ctx.bias_shape = None if bias is None else bias.shape
+
+
+def _gemm_nd_backward(ctx, grad):
+    """The operator's gradients on its folded operands, C = A B with A = fold(a) (transposed where
+    ta) and B = fold(b) (where tb): dA = dC B^T, dB = A^T dC, each unfolded to its input's shape;
+    by mm, so that they are differentiable in turn."""
+    a, b = ctx.saved_tensors
+    ta, tb = ctx.transposed
+    need_a, need_b, _, _, need_bias = ctx.needs_input_grad[:5]
+    fold = lambda x, t: x.reshape(-1, x.shape[-1]).mT if t else x.reshape(-1, x.shape[-1])  # noqa: E731
+    rows = grad.reshape(-1, grad.shape[-1])
+    grad_a = grad_b = grad_bias = None
+    if need_a:
+        grad_a = mm(rows, fold(b, tb).mT, ctx.precision)
+        grad_a = (grad_a.mT if ta else grad_a).reshape(a.shape)
+    if need_b:
+        grad_b = mm(fold(a, ta).mT, rows, ctx.precision)
+        grad_b = (grad_b.mT if tb else grad_b).reshape(b.shape)
+    if need_bias:
+        grad_bias = rows.sum(0).sum_to_size(ctx.bias_shape)
+    return (grad_a, grad_b, None, None, grad_bias) + (None,) * (len(ctx.needs_input_grad) - 5)
+
+
+torch.library.register_autograd("tiledmm::_gemm_nd", _gemm_nd_backward, setup_context=_gemm_nd_setup_context)
+
+
+class _EagerLinear(torch.autograd.Function):
+    """x @ W^T + bias (bias optional) as one graph node, for eager autograd outside torch.func, on
+    inputs of any leading dimensions: the operator reads x's rows and W as they are stored, so no
+    view is made on the way in or out (a view costs ~7-9k host instructions, bench/NOTES.md item
+    172), and the backward computes dx = dy W and dW = dy^T x the same way."""
+
+    @staticmethod
+    def forward(ctx, x, w, precision, bias):
+        with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+            out = ops._gemm_nd(x, w, False, True, bias, precision)
+        need_x, need_w = ctx.needs_input_grad[:2]
+        ctx.save_for_backward(x if need_w else None, w if need_x else None)
+        ctx.precision = precision
+        ctx.bias_shape = None if bias is None else bias.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        need_x, need_w, _, need_bias = ctx.needs_input_grad
+        grad_bias = grad.sum_to_size(ctx.bias_shape) if need_bias else None
+        products = lambda: (  # noqa: E731
+            ops._gemm_nd(grad, w, False, False, None, ctx.precision) if need_x else None,
+            ops._gemm_nd(grad, x, True, False, None, ctx.precision) if need_w else None)
+        if torch.is_grad_enabled() or not _plain_eager():
+            grad_x, grad_w = products()  # through the operator's autograd: differentiable
+        else:
+            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                grad_x, grad_w = products()
+        return grad_x, grad_w, None, grad_bias
+
+
+_name(_EagerLinear, "TiledmmLinear")  # its graph nodes: grad_fn=<TiledmmLinearBackward>
+_apply_linear = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerLinear)
+
+
+def linear_in_plain_eager(x, w, bias, precision):
+    """x @ w^T + bias (bias None, or 1-D of the operands' dtype after autocast's cast) in plain
+    eager on plain tensors of at least 2 (x) and exactly 2 (w) dimensions: the operator alone without
+    gradients, else one _EagerLinear node. None where another path must run it (torch.compile,
+    torch.func, forward-mode AD, vmap, jit.trace, tensor subclasses, other biases) or where the
+    operator refused the operands: there tiledmm.linear's general path runs, with its checks' words."""
+    if not (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES and (bias is None or type(bias) in _PLAIN_TYPES)
+            and x.dim() >= 2 and w.dim() == 2):
+        return None
+    if (torch.compiler.is_compiling() or autograd_function_needed() or torch._C._are_functorch_transforms_active()
+            or torch._C._is_tracing()):
+        return None
+    if torch._C._is_any_autocast_enabled():
+        x, w, bias = autocast_operands(x, w, bias)
+    if bias is not None and (bias.dtype != x.dtype or bias.dim() != 1):
+        return None
+    try:
+        if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad
+                                             or (bias is not None and bias.requires_grad))):
+            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+                return ops._gemm_nd(x, w, False, True, bias, precision)
+        return _apply_linear(x, w, precision, bias)
+    except RuntimeError:
+        return None
+
+
 _register("mm", mm, 2)
 _register("_mm_bias", mm, 3, bias_index=2)  # (a, b, bias, precision)
 _register("bmm", bmm, 2)

@@ -201,6 +201,10 @@ def linear(
     """
     if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() <= 1):
         return autograd.plus_bias(matmul(input, weight.mT, precision=precision), bias)  # broadcast as F.linear's
+    if isinstance(input, torch.Tensor):
+        out = autograd.linear_in_plain_eager(input, weight, bias, _precision.resolve(precision, input.dtype))
+        if out is not None:
+            return out
     return _matmul(input, weight.mT, precision, bias)
 
 

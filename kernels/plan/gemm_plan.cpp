@@ -71,11 +71,8 @@ bool supported_dtype(ScalarType t) {
          t == ScalarType::BFloat16;
 }
 
-void check_operands(const char* op, const Tensor& a, const Tensor& b, int64_t rank) {
-  check(a.dim() == rank && b.dim() == rank, [&] {
-    return text(op, ": expected ", rank, "-D tensors, got a of shape ", shape_of(a), " (", a.dim(),
-                "-D) and b of shape ", shape_of(b), " (", b.dim(), "-D)");
-  });
+// What any product needs: dense tensors of one supported dtype on one device.
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   check(a.layout() == torch::headeronly::Layout::Strided && b.layout() == torch::headeronly::Layout::Strided,
         [&] { return text(op, ": only dense (strided) tensors are supported"); });
   check(a.scalar_type() == b.scalar_type(), [&] {
@@ -89,6 +86,14 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b, int64_t ra
     return text(op, ": expected both tensors on the same device, got a on ", device_of(a), " and b on ",
                 device_of(b));
   });
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b, int64_t rank) {
+  check(a.dim() == rank && b.dim() == rank, [&] {
+    return text(op, ": expected ", rank, "-D tensors, got a of shape ", shape_of(a), " (", a.dim(),
+                "-D) and b of shape ", shape_of(b), " (", b.dim(), "-D)");
+  });
+  check_pair(op, a, b);
   check(a.size(rank - 1) == b.size(rank - 2), [&] {
     return text(op, ": inner dimensions differ: a of shape ", shape_of(a), " has ", a.size(rank - 1),
                 " columns, b of shape ", shape_of(b), " has ", b.size(rank - 2), " rows");
@@ -136,6 +141,37 @@ MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
   return *operand;
 }
 
+// Whether t's leading dimensions fold into its rows as a view: each (of more than one index) a
+// whole number of the next one's extent apart.
+bool rows_fold(const Tensor& t) {
+  for (int64_t d = 0; d + 2 < t.dim(); ++d)
+    if (t.size(d) != 1 && t.stride(d) != t.stride(d + 1) * t.size(d + 1)) return false;
+  return true;
+}
+
+// t (at least 1-D) as one matrix: its leading dimensions folded into rows (prod of their sizes by the
+// last dimension), read transposed where `transposed`; `keep` receives the one copy made where the
+// leading strides do not chain or neither of the matrix's dimensions is unit-stride.
+MatrixOperand plan_folded_operand(const Tensor& t, bool transposed, std::vector<Tensor>& keep) {
+  auto describe_folded = [&](const Tensor& x) -> std::optional<MatrixOperand> {
+    const int64_t r = x.dim(), cols = x.size(r - 1), col_stride = x.stride(r - 1);
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < r; ++d) rows *= x.size(d);
+    const int64_t row_stride = r >= 2 ? x.stride(r - 2) : cols;
+    return transposed ? describe(cols, rows, col_stride, row_stride) : describe(rows, cols, row_stride, col_stride);
+  };
+  std::optional<MatrixOperand> operand = rows_fold(t) ? describe_folded(t) : std::nullopt;
+  const Tensor* source = &t;
+  if (!operand) {
+    keep.push_back(torch::stable::contiguous(t));
+    source = &keep.back();
+    operand = describe_folded(*source);
+  }
+  operand->data = source->const_data_ptr();
+  operand->batch_stride = 0;
+  return *operand;
+}
+
 // Checks the operands and describes them as a problem (c unset); `keep` holds any copies.
 GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
                     GemmOptions options, std::vector<Tensor>& keep) {
@@ -176,16 +212,9 @@ Tensor new_output(const Tensor& a, const std::vector<int64_t>& shape) {
   return Tensor(out);
 }
 
-}  // namespace
-
-Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                GemmOptions options, const GemmBackend& backend, const Tensor* bias) {
-  std::vector<Tensor> keep;
-  GemmProblem p = prepare(op, a, b, rank, options, keep);
-  if (bias != nullptr) check_bias(a, *bias, p.n);
-  std::vector<int64_t> out_shape = {p.m, p.n};
-  if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
-  Tensor c = new_output(a, out_shape);
+// Runs p (operands described, c unset) into c, a new tensor of p's batch x m x n outputs in some shape,
+// with linear's bias (or null) added to every row.
+Tensor run_into(GemmProblem& p, Tensor c, const GemmBackend& backend, const Tensor* bias) {
   if (p.batch == 0 || p.m == 0 || p.n == 0) return c;
   p.c = c.mutable_data_ptr();
   bool bias_added = false;
@@ -200,6 +229,64 @@ Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
     backend.add_bias(p);
   }
   return c;
+}
+
+}  // namespace
+
+Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
+                GemmOptions options, const GemmBackend& backend, const Tensor* bias) {
+  std::vector<Tensor> keep;
+  GemmProblem p = prepare(op, a, b, rank, options, keep);
+  if (bias != nullptr) check_bias(a, *bias, p.n);
+  std::vector<int64_t> out_shape = {p.m, p.n};
+  if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
+  return run_into(p, new_output(a, out_shape), backend, bias);
+}
+
+Tensor run_gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor* bias, int64_t precision,
+                   const GemmBackend& backend) {
+  const char* op = "tiledmm.linear";
+  check(a.dim() >= 1 && b.dim() >= 1, [&] {
+    return text(op, ": expected tensors of at least 1 dimension, got shapes ", shape_of(a), " and ", shape_of(b));
+  });
+  check_pair(op, a, b);
+  check(precision >= 0 && precision < kNumPrecisions, [&] {
+    return text(op, ": precision code ", precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
+  });
+  auto rows = [](const Tensor& t) {
+    int64_t r = 1;
+    for (int64_t d = 0; d + 1 < t.dim(); ++d) r *= t.size(d);
+    return r;
+  };
+  const int64_t a_rows = rows(a), a_cols = a.size(a.dim() - 1), b_rows = rows(b), b_cols = b.size(b.dim() - 1);
+  GemmProblem p{};
+  p.dtype = a.scalar_type();
+  p.batch = 1;
+  p.m = ta ? a_cols : a_rows;
+  p.k = ta ? a_rows : a_cols;
+  p.n = tb ? b_rows : b_cols;
+  check((tb ? b_cols : b_rows) == p.k, [&] {
+    return text(op, ": inner dimensions differ: ", ta ? "a^T" : "a", " of ", p.m, " x ", p.k, " rows and columns (a of shape ",
+                shape_of(a), "), ", tb ? "b^T" : "b", " of ", tb ? b_cols : b_rows, " rows (b of shape ", shape_of(b), ")");
+  });
+  if (bias != nullptr) check_bias(a, *bias, p.n);
+  p.device_index = a.get_device_index();
+  p.precision = static_cast<Precision>(precision);
+  p.tile_override = -1;
+  // An N-D a read as rows keeps its leading dimensions in the output: (..., n).
+  std::vector<int64_t> out_shape = {p.m, p.n};
+  if (a.dim() > 2 && !ta) {
+    out_shape.assign(a.dim(), p.n);
+    for (int64_t d = 0; d + 1 < a.dim(); ++d) out_shape[d] = a.size(d);
+  }
+  Tensor c = new_output(a, out_shape);
+  std::vector<Tensor> keep;
+  keep.reserve(2);  // the operands point into `keep`: no reallocation
+  if (p.m > 0 && p.n > 0) {
+    p.a = plan_folded_operand(a, ta, keep);
+    p.b = plan_folded_operand(b, tb, keep);
+  }
+  return run_into(p, std::move(c), backend, bias);
 }
 
 std::string explain_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,

@@ -3,6 +3,7 @@
 // and hands the problem to the backend.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <torch/csrc/stable/library.h>
@@ -35,6 +36,13 @@ torch::stable::Tensor run_gemm(const char* op, const torch::stable::Tensor& a,
                                GemmOptions options, const GemmBackend& backend,
                                const torch::stable::Tensor* bias = nullptr);
 
+// linear's products without views: A = a's leading dimensions folded into rows (a copy only where
+// they do not fold), transposed where ta; B likewise from b and tb; C = A B (+ bias on every row), in
+// a's shape with its last dimension n where a is N-D and not transposed, else m x n. It serves
+// x @ W^T (ta 0, tb 1), dY W (0, 0) and dY^T x (1, 0) for inputs of any leading dimensions.
+torch::stable::Tensor run_gemm_nd(const torch::stable::Tensor& a, const torch::stable::Tensor& b, bool ta, bool tb,
+                                  const torch::stable::Tensor* bias, int64_t precision, const GemmBackend& backend);
+
 // What run_gemm would do with these operands, without running it.
 std::string explain_gemm(const char* op, const torch::stable::Tensor& a,
                          const torch::stable::Tensor& b, int64_t rank, GemmOptions options,
@@ -50,6 +58,10 @@ struct GemmOps {
   }
   static Tensor mm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, int64_t precision) {
     return run_gemm("tiledmm.linear", a, b, 2, {precision}, kBackend, &bias);
+  }
+  static Tensor gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, std::optional<Tensor> bias,
+                        int64_t precision) {
+    return run_gemm_nd(a, b, ta, tb, bias ? &*bias : nullptr, precision, kBackend);
   }
   static Tensor bmm(const Tensor& a, const Tensor& b, int64_t precision) {
     return run_gemm("tiledmm.bmm", a, b, 3, {precision}, kBackend);
@@ -70,6 +82,7 @@ void register_gemm_ops(Library& m) {
   using Ops = GemmOps<kBackend>;
   m.impl("mm", TORCH_BOX(&Ops::mm));
   m.impl("_mm_bias", TORCH_BOX(&Ops::mm_bias));
+  m.impl("_gemm_nd", TORCH_BOX(&Ops::gemm_nd));
   m.impl("bmm", TORCH_BOX(&Ops::bmm));
   m.impl("_bmm_with_config", TORCH_BOX(&Ops::bmm_with_config));
   m.impl("_explain", TORCH_BOX(&Ops::explain));
