@@ -30,6 +30,32 @@ def test_bmm_gradients(device, layout, fn):
     assert gradgradcheck(fn, inputs)
 
 
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("x_kind", ["2d", "3d", "unfoldable"])
+def test_linear_gradients(device, x_kind, bias):
+    """tiledmm.linear's node (TiledmmLinear) and, for double backward, _gemm_nd's registered
+    autograd: an input of 2 or 3 dimensions, and one whose leading dimensions do not fold."""
+    x = {"2d": lambda: torch.randn(6, 5), "3d": lambda: torch.randn(2, 3, 5),
+         "unfoldable": lambda: torch.randn(3, 2, 5).transpose(0, 1)}[x_kind]()
+    inputs = [x.to(device, torch.float64).requires_grad_(), torch.randn(4, 5, dtype=torch.float64, device=device,
+                                                                         requires_grad=True)]
+    if bias:
+        inputs.append(torch.randn(4, dtype=torch.float64, device=device, requires_grad=True))
+    assert gradcheck(tiledmm.linear, inputs)
+    assert gradgradcheck(tiledmm.linear, inputs)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, False), (True, True)])
+def test_gemm_nd_gradients(device, ta, tb):
+    a = torch.randn(2, 3, 5, dtype=torch.float64, device=device, requires_grad=True)
+    k = 6 if ta else 5
+    b = torch.randn((4, k) if tb else (k, 4), dtype=torch.float64, device=device, requires_grad=True)
+    bias = torch.randn(4, dtype=torch.float64, device=device, requires_grad=True)
+    fn = lambda a, b, bias: ops._gemm_nd(a, b, ta, tb, bias, 0)  # noqa: E731
+    assert gradcheck(fn, (a, b, bias))
+    assert gradgradcheck(fn, (a, b, bias))
+
+
 @pytest.mark.parametrize(
     "shape_a,shape_b",
     [((7,), (7,)), ((7,), (7, 3)), ((5, 7), (7,)), ((2, 1, 5, 7), (3, 7, 4)), ((4, 5, 7), (7,)),
