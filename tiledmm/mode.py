@@ -14,8 +14,8 @@ def _servable(tensors) -> bool:
     of one supported dtype (as torch.autocast would cast them: the products cast their operands
     themselves) on one CPU or CUDA device, dense, at least 1-D. Anything else falls through to
     torch. Every product inside enable() asks, so it reads the tensors' flags and device index
-    (is_cuda, is_cpu, get_device) rather than torch.device objects, which cost ~2k host
-    instructions each (bench/NOTES.md item 172)."""
+    (is_cuda, is_cpu, get_device) rather than making and comparing torch.device objects
+    (bench/NOTES.md item 172)."""
     first = tensors[0]
     if not isinstance(first, torch.Tensor):
         return False
