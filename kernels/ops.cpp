@@ -17,12 +17,10 @@ STABLE_TORCH_LIBRARY(tiledmm, m) {
   // precision: how float32 products are computed (Precision in gemm_problem.h: 0 exact, 1 3xTF32,
   // 2 TF32, 3 float32-accurate by the fastest path); other dtypes ignore it. tiledmm.matmul maps names and torch's setting onto it.
   m.def("mm(Tensor a, Tensor b, int precision=0) -> Tensor");
-  // mm plus linear's bias (of a's dtype and device; shape (n,) or (1,)) added to every row: in the
-  // kernel's epilogue where it has one (torch's addmm). Internal: tiledmm.linear's eager paths.
-  m.def("_mm_bias(Tensor a, Tensor b, Tensor bias, int precision=0) -> Tensor");
   // linear's products on inputs of any leading dimensions, without views (run_gemm_nd in
-  // gemm_plan.h): a's and b's rows folded, each transposed where ta / tb, plus a bias. Internal:
-  // tiledmm.linear's eager paths.
+  // gemm_plan.h): a's and b's rows folded, each transposed where ta / tb, plus linear's bias (of a's
+  // dtype and device; shape (n,), (1,) or ()) added to every row, in the kernel's epilogue where it
+  // has one (torch's addmm). Internal: tiledmm.linear's and mm's eager paths.
   m.def("_gemm_nd(Tensor a, Tensor b, bool ta, bool tb, Tensor? bias, int precision=0) -> Tensor");
   m.def("bmm(Tensor a, Tensor b, int precision=0) -> Tensor");
   // bmm with the kernel configuration forced: tile >= 0 indexes the dispatcher's tile table,

@@ -3,7 +3,7 @@
 Variants: tile shape x K splits x path (float32 exact / 3xTF32 / TF32, float64, float16, bfloat16;
 the wgmma paths also with TILEDMM_NO_WGMMA=1, so their mma.sync kernels) x operand layouts x load
 width (element-wise at shapes that divide nothing, 16-byte at multiples of 8), batched with a
-broadcast (stride-0) operand too; and every path with linear's bias (tiledmm::_mm_bias). Each result is checked against float64, so a variant that runs
+broadcast (stride-0) operand too; and every path with linear's bias (tiledmm::_gemm_nd). Each result is checked against float64, so a variant that runs
 but computes garbage is caught here as well. Arguments, if any, name the paths to run: a dtype
 (e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`,
 `float32:highest`: its scaled float16 splits);
@@ -38,7 +38,7 @@ MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or
 
 def cases(only=None):
     """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run; tile
-    None: the dispatcher's plan (tiledmm.mm); "bias": that plus a bias (tiledmm::_mm_bias)."""
+    None: the dispatcher's plan (tiledmm.mm); "bias": that plus a bias (tiledmm::_gemm_nd)."""
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
@@ -65,7 +65,7 @@ def cases(only=None):
     core = itertools.chain(
         itertools.product([False], range(4, 10), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
         itertools.product([False], range(4, 10), [1, 3], PATHS[2:3], [False], [True], core_shapes))
-    # linear's bias (tile "bias": tiledmm::_mm_bias, the dispatcher's plan): in the core's epilogue
+    # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],
                              [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264)])
@@ -98,7 +98,7 @@ def main(path_names):
         try:
             if tile == "bias":
                 bias = torch.randn(n, device="cuda", dtype=dtype) * k**0.5  # as large as the products
-                out = torch.ops.tiledmm._mm_bias(a[0], b[0], bias, precision)[None]
+                out = torch.ops.tiledmm._gemm_nd(a[0], b[0], False, False, bias, precision)[None]
             elif tile is None:
                 name = _precision.NAMES[precision]
                 expected = "scaled big and remainder parts" if dtype == torch.float32 else "one residue class"

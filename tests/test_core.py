@@ -225,13 +225,13 @@ def test_bias_shapes_take_whole_tiles_and_stream_k():
 @pytest.mark.parametrize("precision", BIAS_PRECISIONS)
 @pytest.mark.parametrize("m,k,n", BIAS_SHAPES)
 def test_bias_in_the_core_epilogue(m, k, n, precision):
-    # linear's bias (tiledmm::_mm_bias) is added to the float32 sums before they are stored, once
+    # linear's bias (tiledmm::_gemm_nd) is added to the float32 sums before they are stored, once
     # an output, also where stream-K's ranges of K meet; the rows and columns past the edges too.
     x, wt, code = _bias_operands(m, k, n, precision)
     dtype = x.dtype
     bias = torch.randn(n, dtype=dtype, device="cuda") * k**0.5  # as large as the products
     assert CORE in ops._explain(x, wt, code)
-    out, _ = poisoned(lambda: ops._mm_bias(x, wt, bias, code), (m, n), dtype, "cuda")
+    out, _ = poisoned(lambda: ops._gemm_nd(x, wt, False, False, bias, code), (m, n), dtype, "cuda")
     if precision == "tf32":
         check_tf32_product(out - bias, x, wt)
     else:

@@ -44,11 +44,12 @@ def test_opcheck_bmm_with_config(device):
 @pytest.mark.parametrize("requires_grad", [False, True])
 @pytest.mark.parametrize("bias_shape", [(11,), (1,)], ids=["full", "one"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_opcheck_mm_bias(device, dtype, bias_shape, requires_grad):
+def test_opcheck_mm_plus_bias(device, dtype, bias_shape, requires_grad):
+    # mm's product plus linear's bias: _gemm_nd on two matrices, neither transposed.
     a, b = operands(13, 9, 11, "nt", dtype, device)
     bias = torch.randn(bias_shape, dtype=dtype, device=device)
     args = [x.requires_grad_(requires_grad and dtype == torch.float32) for x in (a, b, bias)]
-    torch.library.opcheck(ops._mm_bias, (*args, 0))
+    torch.library.opcheck(ops._gemm_nd, (args[0], args[1], False, False, args[2], 0))
 
 
 @pytest.mark.parametrize("requires_grad", [False, True])

@@ -60,8 +60,6 @@ class _PrecisionLog(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in (ops.mm.default, ops.bmm.default):
             self.codes.append(args[2] if len(args) > 2 else 0)
-        elif func == ops._mm_bias.default:  # (a, b, bias, precision)
-            self.codes.append(args[3] if len(args) > 3 else 0)
         elif func == ops._gemm_nd.default:  # (a, b, ta, tb, bias, precision)
             self.codes.append(args[5] if len(args) > 5 else 0)
         return func(*args, **(kwargs or {}))

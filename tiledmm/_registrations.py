@@ -19,12 +19,6 @@ def _mm_fake(a, b, precision=0):
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-@torch.library.register_fake("tiledmm::_mm_bias")
-def _mm_bias_fake(a, b, bias, precision=0):
-    check_matrices("tiledmm.linear", a, b, rank=2)
-    return a.new_empty((a.shape[0], b.shape[1]))
-
-
 @torch.library.register_fake("tiledmm::_gemm_nd")
 def _gemm_nd_fake(a, b, ta, tb, bias, precision=0):
     check_pair("tiledmm.linear", a, b)
@@ -32,8 +26,8 @@ def _gemm_nd_fake(a, b, ta, tb, bias, precision=0):
     m, k = (a.shape[-1], a_rows) if ta else (a_rows, a.shape[-1])
     inner, n = (b.shape[-1], b_rows) if tb else (b_rows, b.shape[-1])
     if inner != k:
-        raise RuntimeError(f"tiledmm.linear: inner dimensions differ: a of shape {list(a.shape)}, b of shape "
-                           f"{list(b.shape)} (ta={ta}, tb={tb})")
+        raise RuntimeError(f"tiledmm.linear: inner dimensions differ: a of shape {list(a.shape)}"
+                           f"{' transposed' if ta else ''} and b of shape {list(b.shape)}{' transposed' if tb else ''}")
     return a.new_empty((*a.shape[:-1], n) if a.dim() > 2 and not ta else (m, n))
 
 
@@ -81,6 +75,6 @@ def _autocast_kernel(op, device_type):
 
 
 _autocast_lib = torch.library.Library("tiledmm", "IMPL")
-for _name in ("mm", "_mm_bias", "_gemm_nd", "bmm", "_bmm_with_config"):
+for _name in ("mm", "_gemm_nd", "bmm", "_bmm_with_config"):
     for _device_type, _key in AUTOCAST_KEYS.items():
         _autocast_lib.impl(_name, _autocast_kernel(getattr(ops, _name), _device_type), _key)

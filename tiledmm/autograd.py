@@ -303,28 +303,28 @@ def _name(function, name):
     function._backward_cls.__name__ = function._backward_cls.__qualname__ = f"{name}Backward"
 
 
+def _mm_plus_bias(a, b, bias, precision):
+    """mm's operator with linear's bias added to every row (in the kernel's epilogue where it has one):
+    _gemm_nd on two matrices, neither transposed."""
+    return ops._gemm_nd(a, b, False, False, bias, precision)
+
+
 MM, mm = _product_functions(
     "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
-    ops._mm_bias,
+    _mm_plus_bias,
 )
 BMM, bmm = _product_functions(
     "BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
 )
 
 
-def _register(name, product, precision_index, bias_index=None):
+def _register(name, product, precision_index):
     def setup_context(ctx, inputs, output):
         _setup_context(ctx, inputs, output, precision_index)
-        if bias_index is not None:
-            ctx.bias_shape = inputs[bias_index].shape
 
     def backward(ctx, grad):
-        # Operators take arguments after the two matrices (a bias, precision, a configuration):
-        # no gradient but the bias's.
-        grads = [*_gradients(product, ctx, grad)] + [None] * (len(ctx.needs_input_grad) - 2)
-        if bias_index is not None and ctx.needs_input_grad[bias_index]:
-            grads[bias_index] = grad.sum_to_size(ctx.bias_shape)
-        return tuple(grads)
+        # Operators take arguments after the two matrices (precision, a configuration): no gradient.
+        return _gradients(product, ctx, grad) + (None,) * (len(ctx.needs_input_grad) - 2)
 
     torch.library.register_autograd(f"tiledmm::{name}", backward, setup_context=setup_context)
 
@@ -424,6 +424,5 @@ def linear_in_plain_eager(x, w, bias, precision):
 
 
 _register("mm", mm, 2)
-_register("_mm_bias", mm, 3, bias_index=2)  # (a, b, bias, precision)
 _register("bmm", bmm, 2)
 _register("_bmm_with_config", bmm, 4)  # (a, b, tile, splits, precision)

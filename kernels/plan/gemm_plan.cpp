@@ -149,14 +149,19 @@ bool rows_fold(const Tensor& t) {
   return true;
 }
 
+// The rows of t (at least 1-D) with its leading dimensions folded into them.
+int64_t folded_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return rows;
+}
+
 // t (at least 1-D) as one matrix: its leading dimensions folded into rows (prod of their sizes by the
 // last dimension), read transposed where `transposed`; `keep` receives the one copy made where the
 // leading strides do not chain or neither of the matrix's dimensions is unit-stride.
 MatrixOperand plan_folded_operand(const Tensor& t, bool transposed, std::vector<Tensor>& keep) {
   auto describe_folded = [&](const Tensor& x) -> std::optional<MatrixOperand> {
-    const int64_t r = x.dim(), cols = x.size(r - 1), col_stride = x.stride(r - 1);
-    int64_t rows = 1;
-    for (int64_t d = 0; d + 1 < r; ++d) rows *= x.size(d);
+    const int64_t r = x.dim(), rows = folded_rows(x), cols = x.size(r - 1), col_stride = x.stride(r - 1);
     const int64_t row_stride = r >= 2 ? x.stride(r - 2) : cols;
     return transposed ? describe(cols, rows, col_stride, row_stride) : describe(rows, cols, row_stride, col_stride);
   };
@@ -234,13 +239,12 @@ Tensor run_into(GemmProblem& p, Tensor c, const GemmBackend& backend, const Tens
 }  // namespace
 
 Tensor run_gemm(const char* op, const Tensor& a, const Tensor& b, int64_t rank,
-                GemmOptions options, const GemmBackend& backend, const Tensor* bias) {
+                GemmOptions options, const GemmBackend& backend) {
   std::vector<Tensor> keep;
   GemmProblem p = prepare(op, a, b, rank, options, keep);
-  if (bias != nullptr) check_bias(a, *bias, p.n);
   std::vector<int64_t> out_shape = {p.m, p.n};
   if (rank == 3) out_shape.insert(out_shape.begin(), p.batch);
-  return run_into(p, new_output(a, out_shape), backend, bias);
+  return run_into(p, new_output(a, out_shape), backend, nullptr);
 }
 
 Tensor run_gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor* bias, int64_t precision,
@@ -253,21 +257,18 @@ Tensor run_gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, const Ten
   check(precision >= 0 && precision < kNumPrecisions, [&] {
     return text(op, ": precision code ", precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
   });
-  auto rows = [](const Tensor& t) {
-    int64_t r = 1;
-    for (int64_t d = 0; d + 1 < t.dim(); ++d) r *= t.size(d);
-    return r;
-  };
-  const int64_t a_rows = rows(a), a_cols = a.size(a.dim() - 1), b_rows = rows(b), b_cols = b.size(b.dim() - 1);
+  const int64_t a_rows = folded_rows(a), a_cols = a.size(a.dim() - 1);
+  const int64_t b_rows = folded_rows(b), b_cols = b.size(b.dim() - 1);
   GemmProblem p{};
   p.dtype = a.scalar_type();
   p.batch = 1;
   p.m = ta ? a_cols : a_rows;
   p.k = ta ? a_rows : a_cols;
   p.n = tb ? b_rows : b_cols;
+  // The words of its fake kernel (tiledmm/_registrations.py).
   check((tb ? b_cols : b_rows) == p.k, [&] {
-    return text(op, ": inner dimensions differ: ", ta ? "a^T" : "a", " of ", p.m, " x ", p.k, " rows and columns (a of shape ",
-                shape_of(a), "), ", tb ? "b^T" : "b", " of ", tb ? b_cols : b_rows, " rows (b of shape ", shape_of(b), ")");
+    return text(op, ": inner dimensions differ: a of shape ", shape_of(a), ta ? " transposed" : "", " and b of shape ",
+                shape_of(b), tb ? " transposed" : "");
   });
   if (bias != nullptr) check_bias(a, *bias, p.n);
   p.device_index = a.get_device_index();

@@ -29,17 +29,16 @@ struct GemmOptions {
   int64_t splits = 0;
 };
 
-// op: the user-facing name used in error messages ("tiledmm.mm"); rank: 2 (mm) or 3 (bmm); bias:
-// null, or linear's (rank 2), added to every row of the output.
+// op: the user-facing name used in error messages ("tiledmm.mm"); rank: 2 (mm) or 3 (bmm).
 torch::stable::Tensor run_gemm(const char* op, const torch::stable::Tensor& a,
                                const torch::stable::Tensor& b, int64_t rank,
-                               GemmOptions options, const GemmBackend& backend,
-                               const torch::stable::Tensor* bias = nullptr);
+                               GemmOptions options, const GemmBackend& backend);
 
 // linear's products without views: A = a's leading dimensions folded into rows (a copy only where
 // they do not fold), transposed where ta; B likewise from b and tb; C = A B (+ bias on every row), in
 // a's shape with its last dimension n where a is N-D and not transposed, else m x n. It serves
-// x @ W^T (ta 0, tb 1), dY W (0, 0) and dY^T x (1, 0) for inputs of any leading dimensions.
+// x @ W^T (ta 0, tb 1), dY W (0, 0) and dY^T x (1, 0) for inputs of any leading dimensions, and
+// mm plus a bias (2-D, 0, 0).
 torch::stable::Tensor run_gemm_nd(const torch::stable::Tensor& a, const torch::stable::Tensor& b, bool ta, bool tb,
                                   const torch::stable::Tensor* bias, int64_t precision, const GemmBackend& backend);
 
@@ -55,9 +54,6 @@ struct GemmOps {
   using Tensor = torch::stable::Tensor;
   static Tensor mm(const Tensor& a, const Tensor& b, int64_t precision) {
     return run_gemm("tiledmm.mm", a, b, 2, {precision}, kBackend);
-  }
-  static Tensor mm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, int64_t precision) {
-    return run_gemm("tiledmm.linear", a, b, 2, {precision}, kBackend, &bias);
   }
   static Tensor gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, std::optional<Tensor> bias,
                         int64_t precision) {
@@ -81,7 +77,6 @@ template <const GemmBackend& kBackend, typename Library>
 void register_gemm_ops(Library& m) {
   using Ops = GemmOps<kBackend>;
   m.impl("mm", TORCH_BOX(&Ops::mm));
-  m.impl("_mm_bias", TORCH_BOX(&Ops::mm_bias));
   m.impl("_gemm_nd", TORCH_BOX(&Ops::gemm_nd));
   m.impl("bmm", TORCH_BOX(&Ops::bmm));
   m.impl("_bmm_with_config", TORCH_BOX(&Ops::bmm_with_config));

@@ -43,7 +43,7 @@ struct GemmProblem {
   // Set by the dispatcher only (orient): the kernel computes C^T = B^T A^T, an n x m product
   // whose result it writes column-major into c.
   bool c_transposed;
-  // linear's bias (tiledmm::_mm_bias), or null: column j of C gains bias[j * bias_stride] (stride 0:
+  // linear's bias (tiledmm::_gemm_nd), or null: column j of C gains bias[j * bias_stride] (stride 0:
   // one value for all). A kernel that adds it in its epilogue, to the float32 sums before their
   // rounding, sets *bias_added; otherwise the backend adds it to C afterwards (GemmBackend::add_bias).
   const void* bias;
