@@ -13,13 +13,10 @@ namespace {
 // blocks; clusters of two 0.98-1.08 of the same tile alone (B's tiles cross the L2 once for both
 // blocks). The narrower tiles read more operand bytes from shared memory and the L2 per product and
 // issue smaller wgmmas; m64n64k16's operands are 4 KiB a 32-cycle wgmma, the rate of shared memory.
-// 128 x 192 (item 171, not yet measured) reads 21 bytes of shared memory per thousand FLOP against
-// 128 x 256's 20 and 128 x 128's 23, so its rate is put between theirs; it fills the SMs where a
-// width of 768, 1536, 2304 or 3072 leaves 128 x 256 a wave partly idle.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.96};
-// Tiles the rule may choose. 128 x 192 runs only where forced until a GPU has measured it and its
-// tests have passed there (bench/NOTES.md item 171: the session that wrote it had no device time).
-constexpr bool kCoreTileChosen[kCoreTiles] = {true, true, true, true, true, false};
+// 128 x 192 (items 171, 174: H200, 14 shapes) runs at 0.86-0.89 of 128 x 256 by the least regret: it
+// wins where whole tiles of it fill the SMs and 128 x 256's would not (3072 x 768 over a long K: 96
+// tiles, where the others run stream-K; 6144 x 1536), and loses to 128 x 128 at a width of 768.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
@@ -78,7 +75,6 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
   const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
   for (int tile = first; tile < last; ++tile) {
-    if (p.tile_override < kCoreTileBase && !kCoreTileChosen[tile]) continue;
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
