@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler (c++, 
 
 MIN_SHARE = 4  # K tiles: the shortest stream-K share the rule plans (kMinShare)
 MAX_WORKSPACE = 256 << 20  # bytes of float32 parts (kMaxWorkspace)
+MAX_PARTS = 8  # about as many K ranges a tile at the most (kMaxParts; the workspace holds one more)
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,8 @@ GRID = [problem(m, n, k, batch, dtype, sms)
         for m, n, k, batch, dtype, sms in itertools.product(
             [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [257, 768, 4097, 8192, 65536],
             [1, 3], ["bf16", "f32"], [132, 114, 78])]
+# Outputs of a few 128 x 64 tiles over a very long K: the most ranges a tile (kMaxParts) binds there.
+GRID += [problem(m, n, 65536, 1, dtype) for m, n, dtype in itertools.product([128, 200, 384], [256, 512], ["bf16", "f32"])]
 
 
 def check_runnable(p, c, table):
@@ -69,6 +72,7 @@ def check_runnable(p, c, table):
             assert c["tiles"] < gpu, (p, c)  # only where whole tiles would leave SMs idle
             assert c["tiles"] * k_tiles // c["clusters"] >= MIN_SHARE, (p, c)
             assert workspace <= MAX_WORKSPACE, (p, c)
+            assert c["max_parts"] <= MAX_PARTS + 1, (p, c)
 
 
 def test_every_plan_is_one_the_kernel_runs(plan):
