@@ -126,19 +126,29 @@ void check_bias(const Tensor& a, const Tensor& bias, int64_t n) {
   });
 }
 
-// Describes a (batched) matrix; `keep` receives the one copy made when its strides need it.
-MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
-  const int64_t r = t.dim();
-  auto operand = describe(t.size(r - 2), t.size(r - 1), t.stride(r - 2), t.stride(r - 1));
+// t as describe_as(x) describes it (an optional MatrixOperand, its data unset), or where that finds
+// no layout, its contiguous copy as described, the copy kept in `keep`.
+template <typename Describe>
+MatrixOperand plan_or_copy(const Tensor& t, std::vector<Tensor>& keep, Describe describe_as) {
+  std::optional<MatrixOperand> operand = describe_as(t);
   const Tensor* source = &t;
   if (!operand) {
     keep.push_back(torch::stable::contiguous(t));
     source = &keep.back();
-    operand = describe(t.size(r - 2), t.size(r - 1), source->stride(r - 2), source->stride(r - 1));
+    operand = describe_as(*source);
   }
   operand->data = source->const_data_ptr();
-  operand->batch_stride = r == 3 ? source->stride(0) : 0;
   return *operand;
+}
+
+// Describes a (batched) matrix; `keep` receives the one copy made when its strides need it.
+MatrixOperand plan_operand(const Tensor& t, std::vector<Tensor>& keep) {
+  const int64_t r = t.dim();
+  return plan_or_copy(t, keep, [&](const Tensor& x) {
+    auto operand = describe(x.size(r - 2), x.size(r - 1), x.stride(r - 2), x.stride(r - 1));
+    if (operand && r == 3) operand->batch_stride = x.stride(0);
+    return operand;
+  });
 }
 
 // Whether t's leading dimensions fold into its rows as a view: each (of more than one index) a
@@ -160,21 +170,12 @@ int64_t folded_rows(const Tensor& t) {
 // last dimension), read transposed where `transposed`; `keep` receives the one copy made where the
 // leading strides do not chain or neither of the matrix's dimensions is unit-stride.
 MatrixOperand plan_folded_operand(const Tensor& t, bool transposed, std::vector<Tensor>& keep) {
-  auto describe_folded = [&](const Tensor& x) -> std::optional<MatrixOperand> {
+  return plan_or_copy(t, keep, [&](const Tensor& x) -> std::optional<MatrixOperand> {
+    if (!rows_fold(x)) return std::nullopt;
     const int64_t r = x.dim(), rows = folded_rows(x), cols = x.size(r - 1), col_stride = x.stride(r - 1);
     const int64_t row_stride = r >= 2 ? x.stride(r - 2) : cols;
     return transposed ? describe(cols, rows, col_stride, row_stride) : describe(rows, cols, row_stride, col_stride);
-  };
-  std::optional<MatrixOperand> operand = rows_fold(t) ? describe_folded(t) : std::nullopt;
-  const Tensor* source = &t;
-  if (!operand) {
-    keep.push_back(torch::stable::contiguous(t));
-    source = &keep.back();
-    operand = describe_folded(*source);
-  }
-  operand->data = source->const_data_ptr();
-  operand->batch_stride = 0;
-  return *operand;
+  });
 }
 
 // Checks the operands and describes them as a problem (c unset); `keep` holds any copies.
@@ -282,7 +283,6 @@ Tensor run_gemm_nd(const Tensor& a, const Tensor& b, bool ta, bool tb, const Ten
   }
   Tensor c = new_output(a, out_shape);
   std::vector<Tensor> keep;
-  keep.reserve(2);  // the operands point into `keep`: no reallocation
   if (p.m > 0 && p.n > 0) {
     p.a = plan_folded_operand(a, ta, keep);
     p.b = plan_folded_operand(b, tb, keep);
