@@ -15,7 +15,7 @@ pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
 
 CORE = "Hopper GEMM core"
-CORE_TILES = [4, 5, 6, 7, 8, 9]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192
+CORE_TILES = [4, 5, 6, 7, 8, 9, 10]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 # Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
 # row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.
@@ -195,8 +195,8 @@ def test_forced_core_tiles_say_what_is_wrong():
     read (rows of 33 bf16 elements: 66 bytes apart), and one forced on TF32 operands that are not
     both K-major are refused with errors that say so."""
     a, b = operands(40, 264, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
-    with pytest.raises(RuntimeError, match="out of range: the Hopper GEMM core's tiles are 4 ... 9"):
-        ops._bmm_with_config(a, b, 10, 1, 0)
+    with pytest.raises(RuntimeError, match=f"out of range: the Hopper GEMM core's tiles are 4 ... {CORE_TILES[-1]}"):
+        ops._bmm_with_config(a, b, CORE_TILES[-1] + 1, 1, 0)
     a, b = operands(40, 33, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="16-byte aligned"):
         ops._bmm_with_config(a, b, 4, 1, 0)

@@ -98,24 +98,25 @@ def test_forced_tiles_and_splits_are_obeyed(plan):
 
 
 def test_measured_cases_keep_their_plans(plan):
-    """Where the rule's constants were fitted (bench/NOTES.md items 151-174, 132 SMs)."""
+    """Where the rule's constants were fitted (bench/NOTES.md items 151-176, 132 SMs)."""
     table, plans = plan([
         problem(4096, 28672, 4096),  # a wide output: whole tiles, in groups of rows
         problem(256, 256, 65536),  # a tile or two over a very long K: not the core's
         problem(768, 768, 8192),  # a small weight gradient: stream-K
         problem(512, 1536, 12288),
         problem(1024, 1024, 8192),  # item 170: whole 128 x 64 tiles, not stream-K
-        problem(768, 3072, 8192),  # item 174: 96 whole 128 x 192 tiles, not stream-K
+        problem(768, 3072, 8192),  # item 176: 120 whole 128 x 160 tiles (128 x 192: 96), not stream-K
+        problem(3072, 768, 8192),  # the same, transposed
         problem(6144, 1536, 2048),  # item 174: 128 x 192 (2.9 waves) over 128 x 256 (2.2)
         problem(8192, 768, 3072),  # item 174: 128 x 128 beats 128 x 192 at a width of 768
     ])
-    wide, long_k, small, narrow, square, wgrad, wave, width_768 = plans
+    wide, long_k, small, narrow, square, wgrad, wgrad_t, wave, width_768 = plans
     assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
     assert not long_k["fits"]
     for c in (small, narrow):
         assert c["fits"] and c["dp_tiles"] == 0, c
     assert square["dp_tiles"] == square["tiles"] and table["bn"][square["tile"]] == 64, square
-    for c in (wgrad, wave):
-        assert c["dp_tiles"] == c["tiles"] and table["bn"][c["tile"]] == 192 and table["cluster"][c["tile"]] == 1, c
-    assert wgrad["tiles"] == 96
+    for c, width, tiles in ((wgrad, 160, 120), (wgrad_t, 160, 120), (wave, 192, 384)):
+        assert c["dp_tiles"] == c["tiles"] == tiles and table["bn"][c["tile"]] == width, c
+        assert table["cluster"][c["tile"]] == 1, c
     assert table["bn"][width_768["tile"]] == 128 and width_768["dp_tiles"] == width_768["tiles"], width_768

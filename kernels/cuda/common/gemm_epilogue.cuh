@@ -62,15 +62,21 @@ struct NoRepair {};
 // stores along a line and for stores across lines alike. Two: a box writes 256 bytes of each
 // line at once (the writes nearer a fill's rate, bench/NOTES.md item 139), and a line's two rows
 // are in phases 2 l and 2 l + 1: lines 4 apart share a phase.
-template <typename Out>
-constexpr int kChunkElems = 128 / static_cast<int>(sizeof(Out));  // a 128-byte chunk of a line (a swizzle row)
-template <typename Out, int kLines, int kBoxChunks = 1>
+//   kChunkBytes 64 (one chunk a box, for tiles whose lines 128-byte chunks do not divide): rows of
+// 64 bytes in the map's 64-byte swizzle, their four 16-byte chunks swizzled by (row / 2) % 4. The
+// fragment's stores (rows g and g + 8, a pair of columns a lane) still hit distinct banks: rows g
+// of one parity share a phase only with rows 8 apart.
+template <typename Out, int kChunkBytes = 128>
+constexpr int kChunkElems = kChunkBytes / static_cast<int>(sizeof(Out));  // a chunk of a line (a swizzle row)
+template <typename Out, int kLines, int kBoxChunks = 1, int kChunkBytes = 128>
 __device__ __forceinline__ int bulk_box_offset(int l, int e) {
-  constexpr unsigned kVec = 16 / sizeof(Out), kChunk = kChunkElems<Out>, kBoxElems = kBoxChunks * kChunk;
+  static_assert(kChunkBytes == 128 || (kChunkBytes == 64 && kBoxChunks == 1), "the 128-byte swizzle, or 64-byte boxes");
+  constexpr unsigned kVec = 16 / sizeof(Out), kChunk = kChunkElems<Out, kChunkBytes>, kBoxElems = kBoxChunks * kChunk;
+  constexpr unsigned kPhases = kChunkBytes / 16, kRowsAPhase = 128 / kChunkBytes;
   // Unsigned, so that the divisions by powers of two are shifts.
   const unsigned ul = l, ue = e, x = ue % kChunk;
   const unsigned row = ((ue / kBoxElems) * kLines + ul) * kBoxChunks + ue % kBoxElems / kChunk;
-  return static_cast<int>(row * kChunk + ((x / kVec) ^ (row % 8)) * kVec + x % kVec);
+  return static_cast<int>(row * kChunk + ((x / kVec) ^ (row / kRowsAPhase % kPhases)) * kVec + x % kVec);
 }
 
 // The lines of a box of a tile of kLines lines: all of them, or 64 for boxes of several chunks
@@ -83,10 +89,10 @@ constexpr int kBulkBoxLines = kBoxChunks > 1 && kLines > 64 ? 64 : kLines;
 // outside the output are not written), committed as one group. One thread calls it, after a
 // fence for the async proxy and a barrier behind every thread's staging stores. kEvictFirst: the
 // output leaves the L2 before the operands (ptx::bulk_tensor_store). e0 is a multiple of a box.
-template <int kLines, int kLineLen, bool kEvictFirst, int kBoxChunks = 1, typename Out>
+template <int kLines, int kLineLen, bool kEvictFirst, int kBoxChunks = 1, int kChunkBytes = 128, typename Out>
 __device__ __forceinline__ void send_bulk_tile(const void* map, const Out* tile, int64_t e0, int64_t line0,
                                                int64_t z) {
-  constexpr int kChunk = kChunkElems<Out>, kBoxElems = kBoxChunks * kChunk;
+  constexpr int kChunk = kChunkElems<Out, kChunkBytes>, kBoxElems = kBoxChunks * kChunk;
   constexpr int kBoxLines = kBulkBoxLines<kLines, kBoxChunks>;
   const int x = static_cast<int>(e0), y = static_cast<int>(line0), w = static_cast<int>(z);
 #pragma unroll

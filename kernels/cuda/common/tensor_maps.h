@@ -61,32 +61,35 @@ inline bool output_map_fits(const void* c, int64_t line_len, int64_t lines, int6
 // (bulk_box_offset). One chunk: dimensions (element, line, matrix), the box clipped at the line's
 // end. Several: dimensions (element of a chunk, chunk, line, matrix), so that a box writes
 // box_chunks * 128 bytes of each line at once; the map then holds a line's whole chunks only (the
-// box clips whole chunks), and the kernel writes the rest of the line itself.
+// box clips whole chunks), and the kernel writes the rest of the line itself. chunk_bytes 64:
+// boxes of one 64-byte chunk in the 64-byte swizzle (tiles whose lines 128-byte chunks do not divide).
 template <typename Out>
-TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines, int box_chunks = 1) {
+TensorMap make_output_map(Out* c, int64_t line_len, int64_t lines, int64_t matrices, int box_lines, int box_chunks = 1,
+                          int chunk_bytes = 128) {
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "wgmma outputs: float32, float16, bfloat16");
   constexpr CUtensorMapDataType kType = std::is_same_v<Out, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                         : std::is_same_v<Out, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                       : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  constexpr int64_t kSize = sizeof(Out), kChunk = 128 / kSize;
+  constexpr int64_t kSize = sizeof(Out);
+  const int64_t chunk = chunk_bytes / kSize;
   TensorMap out{};
   const int64_t line_bytes = line_len * kSize, matrix_bytes = line_bytes * lines;
-  const bool chunks_fit = box_chunks == 1 || line_len >= kChunk;
+  const bool chunks_fit = box_chunks == 1 || (line_len >= chunk && chunk_bytes == 128);
   const auto encode = chunks_fit && output_map_fits(c, line_len, lines, matrices, kSize) ? tensor_map_encoder() : nullptr;
   if (!encode) return out;
   // A single matrix's stride, and the last dimension's of one, are never used: any multiple of 16 does.
   const cuuint64_t matrix_stride = (matrix_bytes + 15) / 16 * 16;
   const bool whole = box_chunks == 1;  // a box's chunks: one, or several of a line's whole chunks
-  const cuuint64_t dims[4] = {cuuint64_t(whole ? line_len : kChunk), cuuint64_t(whole ? lines : line_len / kChunk),
+  const cuuint64_t dims[4] = {cuuint64_t(whole ? line_len : chunk), cuuint64_t(whole ? lines : line_len / chunk),
                               cuuint64_t(whole ? matrices : lines), cuuint64_t(whole ? 1 : matrices)};
   const cuuint64_t strides[3] = {cuuint64_t(whole ? line_bytes : 128), whole ? matrix_stride : cuuint64_t(line_bytes),
                                  whole ? 16 : matrix_stride};
-  const cuuint32_t box[4] = {cuuint32_t(kChunk), cuuint32_t(whole ? box_lines : box_chunks),
+  const cuuint32_t box[4] = {cuuint32_t(chunk), cuuint32_t(whole ? box_lines : box_chunks),
                              cuuint32_t(whole ? 1 : box_lines), 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   out.valid = encode(&out.map, kType, 4, c, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                     chunk_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   return out;
 }
 

@@ -1,8 +1,11 @@
 // Operand tiles by bulk tensor copies (the TMA) for the warp-specialized wgmma kernels, through a
 // tensor map with the 128-byte swizzle, which lands a box in Swizzle128Tile's layout: a K-major
 // tile (its lines along x, k within one 128-byte row) is one box of BX lines; an MN-major tile
-// (lines along k, x across 128-byte column blocks) is one box of BK lines per column block. The
-// map's element type may change the values on the way (TFLOAT32 rounds float32 to nearest TF32).
+// (lines along k, x across 128-byte column blocks) is one box of BK lines per column block, as many
+// blocks as cover BX (BX 160: three, the last one's second half the next tile's columns, which
+// wgmma m64n160 does not read; 64-byte blocks in the 64-byte swizzle, exact, measured slower where
+// many blocks share B's lines: bench/NOTES.md item 176). The map's element type may change the
+// values on the way (TFLOAT32 rounds float32 to nearest TF32).
 // Same interface as StageLoader, with nothing to finish once the copies land.
 #pragma once
 
@@ -25,7 +28,9 @@ namespace tiledmm {
 // of every block of the cluster (multicast), and each counts the whole tile's bytes.
 template <typename T, int BX, int BK, bool kAlongK, int kParts = 1>
 struct BulkTileLoader {
-  using Tile = Swizzle128Tile<T, kAlongK ? BX : BK, kAlongK ? BK : BX>;
+  static constexpr int kBlock = 128 / static_cast<int>(sizeof(T));  // a 128-byte column block's elements
+  static constexpr int kWidth = kAlongK ? BX : (BX + kBlock - 1) / kBlock * kBlock;  // the lines or columns copied
+  using Tile = Swizzle128Tile<T, kAlongK ? kWidth : BK, kAlongK ? BK : kWidth>;
   static constexpr int kBoxes = Tile::kLineElems / Tile::kBlockElems;  // column blocks
   static constexpr int kBoxLines = kAlongK ? BX / kParts : Tile::kLines;  // the map's box
   static_assert(Tile::kLines <= 256 && (!kAlongK || kBoxes == 1), "a box: one 128-byte row by at most 256 lines");

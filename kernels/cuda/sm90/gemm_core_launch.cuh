@@ -110,7 +110,6 @@ struct CoreLaunch {
       args.bias_stride = p.bias_stride;
       *p.bias_added = true;
     }
-    const TensorMap output_map = make_output_map(out, p.n, p.m, p.batch, 64);
     const int cluster = kCoreCluster[plan.tile];
     const int64_t k_tiles = (p.k + kBK - 1) / kBK;
     // Stream-K tiles: each block's and math warpgroup's parts, then their arrival counters, zeroed here.
@@ -130,6 +129,7 @@ struct CoreLaunch {
       constexpr int kIndex = decltype(index)::value;
       using Tile = TileOf<kIndex>;
       constexpr int kRows = Tile::BM * Tile::kCluster;
+      const TensorMap output_map = make_output_map(out, p.n, p.m, p.batch, 64, 1, Tile::Pass::kChunkBytes);
       const CoreWalk walk{static_cast<int>((p.m + kRows - 1) / kRows), static_cast<int>((p.n + Tile::BN - 1) / Tile::BN),
                           plan.group_rows, static_cast<int>(k_tiles), plan.dp_tiles,
                           (plan.tiles - plan.dp_tiles) * k_tiles};

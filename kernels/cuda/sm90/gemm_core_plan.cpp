@@ -16,7 +16,10 @@ namespace {
 // 128 x 192 (items 171, 174: H200, 14 shapes) runs at 0.86-0.89 of 128 x 256 by the least regret: it
 // wins where whole tiles of it fill the SMs and 128 x 256's would not (3072 x 768 over a long K: 96
 // tiles, where the others run stream-K; 6144 x 1536), and loses to 128 x 128 at a width of 768.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88};
+// 128 x 160 (item 176: H200, 22 shapes) at 0.78-0.85 by the least regret (0.83): 120 whole tiles of
+// 768 x 3072 and 3072 x 768 over a long K, where 128 x 192 has 96; an MN-major B's tile copies three
+// 128-byte column blocks (192 columns) for its 160, so it rarely wins elsewhere.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }

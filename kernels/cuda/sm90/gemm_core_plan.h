@@ -15,10 +15,10 @@ namespace tiledmm {
 // share B's tiles. Forced configurations (the _bmm_with_config operator, for tests and sweeps) name
 // them as tile kCoreTileBase + index, after the wgmma families' own four (16-bit, TF32).
 constexpr int kCoreTileBase = 4;
-constexpr int kCoreTiles = 6;
+constexpr int kCoreTiles = 7;
 constexpr int kCoreBM = 128;
-constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192};
-constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1};
+constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160};
+constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1};
 // K up to this stays on the persistent short-K tile, whose output leaves by bulk copies while the
 // next tile computes (there the writes weigh as much as the products).
 constexpr int64_t kCoreMinK = 257;

@@ -38,9 +38,33 @@
 
 namespace tiledmm {
 
+// A math warpgroup's 64 x BN outputs (of kOutBytes bytes each) leave in passes of kWidth columns,
+// each staged in the group's buffer of kBufferBytes as the output map's boxes want it
+// (bulk_box_offset: 128-byte rows swizzled by row, conflict-free for the fragment's stores) and sent
+// by one thread's bulk tensor copies, which skip what lies past the matrix. Before a pass writes the
+// buffer, the last pass's copies have read it: the wait is as late as can be, so that they read it
+// while the math warps compute.
+//   A pass is the widest that divides BN in whole boxes and fits the buffer (BN 192 in 16 bits:
+// three passes of 64 columns). The buffer holds 16 KiB, or a whole 64 x BN of up to 20 KiB where no
+// pass of 16 KiB would be a whole number of 128-byte boxes: BN 160 in 16 bits, whose 320-byte rows
+// leave in one pass of boxes one 64-byte chunk wide (kChunkBytes, the 64-byte swizzle).
+template <int BN, int kOutBytes>
+struct OutputPass {
+  static constexpr int kChunkBytes = BN * kOutBytes % 128 == 0 ? 128 : 64;
+  static constexpr int kBufferBytes = BN * kOutBytes % 128 != 0 && 64 * BN * kOutBytes <= 20 * 1024
+                                          ? 64 * BN * kOutBytes : 16 * 1024;
+  static constexpr int width() {
+    for (int w = BN; w > 0; --w)
+      if (BN % w == 0 && w * kOutBytes % kChunkBytes == 0 && 64 * w * kOutBytes <= kBufferBytes) return w;
+    return 0;
+  }
+  static constexpr int kWidth = width(), kPasses = BN / kWidth;
+  static_assert(kWidth > 0, "whole boxes of the output map");
+};
+
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
 // float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256 or
-// 128 x 192, 6 of 128 x 128, 8 of 128 x 64).
+// 128 x 192 or 128 x 160, 6 of 128 x 128, 8 of 128 x 64).
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
@@ -50,10 +74,12 @@ struct CoreTile {
   static constexpr int kMathGroups = BM / 64;
   static constexpr int kMathThreads = 128 * kMathGroups;
   static constexpr int kThreads = kMathThreads + 128;  // and one producer warpgroup
-  static constexpr int kAStageElems = BM * BK, kBStageElems = BN * BK;
+  // B's stage holds BN lines K-major, or whole 128-byte column blocks of BN MN-major (BulkTileLoader).
+  static constexpr int kAStageElems = BM * BK, kBStageElems = (BN + BK - 1) / BK * BK * BK;
   static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
-  // Each math warpgroup stages its rows' outputs for the bulk copies in 16 KiB (OutputPass).
-  static constexpr int kOutputBytes = kMathGroups * 16 * 1024;
+  // Each math warpgroup stages its rows' outputs for the bulk copies in a buffer of its own (OutputPass).
+  using Pass = OutputPass<BN, kElemBytes>;
+  static constexpr int kOutputBytes = kMathGroups * Pass::kBufferBytes;
   static constexpr int kStages = (192 * 1024 / kStageBytes) < 8 ? 192 * 1024 / kStageBytes : 8;
   // The stages, the output buffers, a full and an empty mbarrier a stage, and 1024 bytes to align
   // the stages and buffers (the swizzles are functions of the address).
@@ -62,7 +88,7 @@ struct CoreTile {
   // accumulators (BN 256) and addresses; the producer's walk and copies (at 40 the cluster
   // variants' producers spilled 8-64 bytes).
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
-  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma widths");
+  static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
@@ -215,27 +241,6 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
   return true;
 }
 
-// A math warpgroup's 64 x BN outputs leave in passes of kWidth columns (up to 16 KiB of Out), each
-// staged in its 16 KiB buffer as the output map's boxes want it (bulk_box_offset: 128-byte rows swizzled
-// by row, conflict-free for the fragment's stores) and sent by one thread's bulk tensor copies, which
-// skip what lies past the matrix. Before a pass writes the buffer, the last pass's copies have read
-// it: the wait is as late as can be, so that they read it while the math warps compute.
-//   Registers: warp w of the group holds rows 16 w ... 16 w + 15 of its 64, and column block j (8
-// columns) in registers 4 j ... 4 j + 3: (row g, columns 2 t4, 2 t4 + 1), then row g + 8.
-// A pass is as wide as the buffer holds, halved until it divides BN (BN 192 in 16 bits: three passes
-// of 64 columns), and a whole number of the output map's 128-byte boxes.
-template <int BN, typename Out>
-struct OutputPass {
-  static constexpr int kCols = 16 * 1024 / (64 * static_cast<int>(sizeof(Out)));
-  static constexpr int width() {
-    int w = BN < kCols ? BN : kCols;
-    while (BN % w != 0) w /= 2;
-    return w;
-  }
-  static constexpr int kWidth = width(), kPasses = BN / kWidth;
-  static_assert(kWidth * static_cast<int>(sizeof(Out)) % 128 == 0, "whole boxes of the output map");
-};
-
 // Adds linear's bias to a math warpgroup's 64 x BN sums (registers as store_core_rows reads them):
 // column block j's pair (2 t4, 2 t4 + 1) serves rows g and g + 8 alike.
 template <int BN, typename T>
@@ -258,7 +263,7 @@ template <int BN, typename Out>
 __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out* c, int64_t m, int64_t n, int64_t z,
                                                 int64_t row0, int64_t col0, const TensorMap& map,
                                                 unsigned char* buffer, int group, int tid_in_group) {
-  using Pass = OutputPass<BN, Out>;
+  using Pass = OutputPass<BN, sizeof(Out)>;
   const int lane = tid_in_group % 32, warp_row = (tid_in_group / 32) * 16, g = lane / 4, t4 = lane % 4;
   if (map.valid) {
     Out* const staged = reinterpret_cast<Out*>(buffer);
@@ -272,12 +277,14 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
         const int col = 8 * j + 2 * t4, r = 4 * (pass * Pass::kWidth / 8 + j);
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          store_pair(staged + bulk_box_offset<Out, 64>(warp_row + g + 8 * half, col), acc[r + 2 * half],
-                     acc[r + 2 * half + 1]);
+          store_pair(staged + bulk_box_offset<Out, 64, 1, Pass::kChunkBytes>(warp_row + g + 8 * half, col),
+                     acc[r + 2 * half], acc[r + 2 * half + 1]);
       }
       ptx::fence_shared_for_async_proxy();
       sync::warps<128>(1 + group);  // the pass is staged
-      if (issuer) send_bulk_tile<64, Pass::kWidth, false>(&map.map, staged, col0 + pass * Pass::kWidth, row0, z);
+      if (issuer)
+        send_bulk_tile<64, Pass::kWidth, false, 1, Pass::kChunkBytes>(&map.map, staged, col0 + pass * Pass::kWidth,
+                                                                       row0, z);
     }
     return;
   }
@@ -380,7 +387,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       sync::set_registers<Tile::kMathRegisters, true>();
       // Descriptors of k step s of this group's 64 rows of A and of B in a stage. K-major tiles
       // advance 32 bytes along their 128-byte rows a step; MN-major ones (16-bit) 16 k rows (BK
-      // elements each), their 64-element column blocks BK rows of 128 bytes apart.
+      // elements each), their 64-element column blocks BK rows of 128 bytes apart (BN 160 reads two
+      // and a half of its three).
       auto a_descriptor = [&](int stage, int s) {
         const T* tile = a_stages + stage * Tile::kAStageElems + group * 64 * BK;
         if constexpr (kAKMajor) return wgmma::descriptor(tile + s * kStep, 16, 8 * kRowBytes);

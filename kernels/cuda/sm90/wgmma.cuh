@@ -86,13 +86,16 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 template <int N, bool kBf16, int kTransA, int kTransB>
 __device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma widths instantiated here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
   if constexpr (N == 64) {
     if constexpr (kBf16) TILEDMM_WGMMA_ASM(64, "bf16");
     else TILEDMM_WGMMA_ASM(64, "f16");
   } else if constexpr (N == 128) {
     if constexpr (kBf16) TILEDMM_WGMMA_ASM(128, "bf16");
     else TILEDMM_WGMMA_ASM(128, "f16");
+  } else if constexpr (N == 160) {
+    if constexpr (kBf16) TILEDMM_WGMMA_ASM(160, "bf16");
+    else TILEDMM_WGMMA_ASM(160, "f16");
   } else if constexpr (N == 192) {
     if constexpr (kBf16) TILEDMM_WGMMA_ASM(192, "bf16");
     else TILEDMM_WGMMA_ASM(192, "f16");
@@ -108,9 +111,10 @@ __device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64
 template <int N>
 __device__ __forceinline__ void mma_tf32_m64k8(float (&d)[N / 2], uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma widths instantiated here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
   if constexpr (N == 64) TILEDMM_WGMMA_TF32_ASM(64);
   else if constexpr (N == 128) TILEDMM_WGMMA_TF32_ASM(128);
+  else if constexpr (N == 160) TILEDMM_WGMMA_TF32_ASM(160);
   else if constexpr (N == 192) TILEDMM_WGMMA_TF32_ASM(192);
   else TILEDMM_WGMMA_TF32_ASM(256);
 #endif
