@@ -47,8 +47,8 @@ SMALL_LONG_K = [(768, 8192, 768, "tn"), (2304, 4100, 700, "tn"), (300, 5000, 200
 def test_highest_small_outputs_over_long_k_run_on_wgmma_in_short_slices(m, k, n, layout, kind):
     """3xTF32's sums move into float32 once per 32 of K: one sequential sum over a long K measured
     up to 2.4x torch's error on all-positive inputs, so outputs too small to fill the GPU take at
-    least 8 K slices, none longer than 2048, and stay within 2x torch's error on rand as well as
-    randn."""
+    least 8 K slices, none longer than 2048 (up to K = 2^17; beyond, sqrt(32 K): test_precision's
+    K = 524288), and stay within 2x torch's error on rand as well as randn."""
     if _tiles(m, n) >= _sms():
         pytest.skip(f"{m} x {n} fills this GPU's {_sms()} SMs")
     a, b = _operands(m, k, n, layout, kind)

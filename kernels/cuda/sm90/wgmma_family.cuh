@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <ostream>
 #include <tuple>
@@ -102,6 +103,11 @@ struct WgmmaFamily {
   // (item 161): such outputs run here where K >= kSmallOutputMinK, in kSmallOutputSlices K slices
   // or more and none longer than kSmallOutputSliceK, where the slices' workspace fits
   // kMaxAccuracyWorkspace (is_as_accurate); on mma.sync otherwise (gemm_dispatch.cuh).
+  //   An output's error grows with the sums in sequence: a slice's K / (32 S) tile sums, then the
+  // second kernel's S slices. Past K = 2^17 slices of 2048 make the second sum the longer one, so
+  // there the slices lengthen to sqrt(32 K), where both sums are as long and their total is least
+  // (K = 524288: 128 slices of 4096, 256 sums in sequence against 320 for 256 slices of 2048, and
+  // half the blocks: item 177).
   static constexpr int64_t kSmallOutputMinK = 4096, kSmallOutputSlices = 8, kSmallOutputSliceK = 2048;
   static bool fills_gpu(const GemmProblem& p, int num_sms) {
     using Medium = std::tuple_element_t<kMedium, Tiles>;
@@ -109,7 +115,9 @@ struct WgmmaFamily {
   }
   static int64_t min_splits(const GemmProblem& p, int num_sms) {
     if (Input::kPromoteTiles == 0 || p.k < kSmallOutputMinK || fills_gpu(p, num_sms)) return 1;
-    return std::max(kSmallOutputSlices, (p.k + kSmallOutputSliceK - 1) / kSmallOutputSliceK);
+    const int64_t short_slices = (p.k + kSmallOutputSliceK - 1) / kSmallOutputSliceK;
+    const auto balanced = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(p.k) / 32)));
+    return std::max(kSmallOutputSlices, std::min(short_slices, balanced));
   }
   static bool is_as_accurate(const GemmProblem& p, int num_sms) {
     return fills_gpu(p, num_sms) ||
