@@ -44,6 +44,8 @@ namespace tiledmm {
 // by one thread's bulk tensor copies, which skip what lies past the matrix. Before a pass writes the
 // buffer, the last pass's copies have read it: the wait is as late as can be, so that they read it
 // while the math warps compute.
+//   Registers: warp w of the group holds rows 16 w ... 16 w + 15 of its 64, and column block j (8
+// columns) in registers 4 j ... 4 j + 3: (row g, columns 2 t4, 2 t4 + 1), then row g + 8.
 //   A pass is the widest that divides BN in whole boxes and fits the buffer (BN 192 in 16 bits:
 // three passes of 64 columns). The buffer holds 16 KiB, or a whole 64 x BN of up to 20 KiB where no
 // pass of 16 KiB would be a whole number of 128-byte boxes: BN 160 in 16 bits, whose 320-byte rows
