@@ -185,7 +185,6 @@ GemmProblem prepare(const char* op, const Tensor& a, const Tensor& b, int64_t ra
   check(options.precision >= 0 && options.precision < kNumPrecisions, [&] {
     return text(op, ": precision code ", options.precision, " is not one of 0 (ieee), 1 (3xtf32), 2 (tf32), 3 (highest)");
   });
-  keep.reserve(2);  // plan_operand points into `keep`: no reallocation
   GemmProblem p{};
   p.dtype = a.scalar_type();
   p.batch = rank == 3 ? a.size(0) : 1;
