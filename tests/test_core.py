@@ -15,7 +15,8 @@ pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
 
 CORE = "Hopper GEMM core"
-CORE_TILES = [4, 5, 6, 7, 8, 9, 10]  # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160
+# 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160; 128 x 128 ping-pong
+CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11]
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 # Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
 # row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.
@@ -43,6 +44,17 @@ def test_broadcast_batch_and_more_items_than_sms(tile, dtype):
     a = torch.randn(300, 24, 136, dtype=dtype, device="cuda")
     b = torch.randn(1, 136, 40, dtype=dtype, device="cuda").expand(300, 136, 40)
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, 1, 0), (300, 24, 40), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("k", [40, 392, 1000])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ping_pong_warpgroups_take_turns(k, layout):
+    """Tile 11's math warpgroups take a block's tiles in turn, each computing a whole tile and
+    stepping over the other's stages in the ring: five or six tiles a block (700 matrices), over one
+    K tile, fewer K tiles than the ring's stages, and more (a stage's phases then wrap between turns)."""
+    a, b = operands(24, k, 40, layout, torch.bfloat16, "cuda", batch=(700,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, 11, 1, 0), (700, 24, 40), torch.bfloat16, "cuda")
     check_against_reference(out, a, b)
 
 

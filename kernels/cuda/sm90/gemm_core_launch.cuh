@@ -26,7 +26,7 @@ struct CoreLaunch {
   // What runs the problems the core leaves (plan_core: a tile or two over a very long K).
   using Fallback = std::conditional_t<kTf32, WgmmaTf32Family, WgmmaFamily<WgmmaHalfInput<T>>>;
   template <int kIndex>
-  using TileOf = CoreTile<kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T)>;
+  using TileOf = CoreTile<kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex]>;
 
   // An operand's map: a K-major one has lines of k elements and boxes of BK by the tile's lines; an
   // MN-major one lines of its m (or n) elements and boxes of one 64-element column block by BK lines.
@@ -112,11 +112,11 @@ struct CoreLaunch {
     }
     const int cluster = kCoreCluster[plan.tile];
     const int64_t k_tiles = (p.k + kBK - 1) / kBK;
-    // Stream-K tiles: each block's and math warpgroup's parts, then their arrival counters, zeroed here.
+    // Stream-K tiles: the parts of each block's m64 row blocks, then their arrival counters, zeroed here.
     torch::stable::Tensor workspace;
     CoreParts ws{nullptr, nullptr, plan.max_parts};
     if (plan.dp_tiles < plan.tiles) {
-      const int64_t slots = (plan.tiles - plan.dp_tiles) * cluster * 2;
+      const int64_t slots = (plan.tiles - plan.dp_tiles) * cluster * (kCoreBM / 64);
       const int64_t part_bytes = slots * plan.max_parts * 64 * kCoreBN[plan.tile] * 4, counter_bytes = slots * 4;
       workspace = torch::stable::empty({part_bytes + counter_bytes}, torch::headeronly::ScalarType::Byte, std::nullopt,
                                        torch::stable::Device(torch::headeronly::DeviceType::CUDA, p.device_index));
@@ -161,7 +161,10 @@ struct CoreLaunch {
     const int cluster = kCoreCluster[plan.tile];
     s << "tile " << kCoreTileBase + plan.tile << ": " << kCoreBM << "x" << bn << "x" << kBK
       << " (m x n x k per block), 2 math warpgroups (wgmma m64n" << bn << (kTf32 ? "k8" : "k16")
-      << " over 64 rows each) and a producer warpgroup, " << stages
+      << (kCorePingPong[plan.tile] ? " over the whole tile, taking the tiles in turn: one's epilogue runs beside the "
+                                     "other's products"
+                                   : " over 64 rows each")
+      << ") and a producer warpgroup, " << stages
       << "-stage pipeline on full/empty mbarriers, "
       << (cluster > 1 ? "clusters of " + std::to_string(cluster) +
                             " blocks above one another sharing B's tiles (each copies its part into all by TMA "

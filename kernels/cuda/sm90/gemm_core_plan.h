@@ -14,11 +14,15 @@ namespace tiledmm {
 // The core's tiles: 128 x BN a block, in clusters of kCoreCluster blocks above one another that
 // share B's tiles. Forced configurations (the _bmm_with_config operator, for tests and sweeps) name
 // them as tile kCoreTileBase + index, after the wgmma families' own four (16-bit, TF32).
+// kCorePingPong: the block's two math warpgroups take alternate work items, each computing the whole
+// tile, so that one's epilogue runs while the other's products keep the tensor cores busy (the
+// others split each tile's rows between them and store their results together).
 constexpr int kCoreTileBase = 4;
-constexpr int kCoreTiles = 7;
+constexpr int kCoreTiles = 8;
 constexpr int kCoreBM = 128;
-constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160};
-constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1};
+constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128};
+constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1};
+constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true};
 // K up to this stays on the persistent short-K tile, whose output leaves by bulk copies while the
 // next tile computes (there the writes weigh as much as the products).
 constexpr int64_t kCoreMinK = 257;

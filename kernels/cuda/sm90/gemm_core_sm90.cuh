@@ -70,12 +70,21 @@ struct OutputPass {
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
-template <int BN_, int kCluster_ = 1, int kElemBytes = 2>
+// kPingPong: the two math warpgroups take the block's work items in turn, each computing a whole tile
+// (two m64 row blocks) from the stages the producer fills in item order: while one stores a tile,
+// the other's wgmmas keep the tensor cores busy, so a tile's epilogue, the drain of its last wgmmas
+// and the start of the next cost no tensor time (the others' warpgroups compute 64 rows each of
+// every tile and pay those together, ~1-3 us a tile, bench/NOTES.md item 180).
+template <int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false>
 struct CoreTile {
   static constexpr int BM = 128, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
+  static constexpr bool kPingPong = kPingPong_;
   static constexpr int kMathGroups = BM / 64;
   static constexpr int kMathThreads = 128 * kMathGroups;
   static constexpr int kThreads = kMathThreads + 128;  // and one producer warpgroup
+  // The m64 row blocks of a tile that a math warpgroup computes, and the warps that read a stage.
+  static constexpr int kGroupBlocks = kPingPong ? BM / 64 : 1;
+  static constexpr int kStageReaders = kPingPong ? 4 : kMathThreads / 32;
   // B's stage holds BN lines K-major, or whole 128-byte column blocks of BN MN-major (BulkTileLoader).
   static constexpr int kAStageElems = BM * BK, kBStageElems = (BN + BK - 1) / BK * BK * BK;
   static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
@@ -91,6 +100,7 @@ struct CoreTile {
   // variants' producers spilled 8-64 bytes).
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
   static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
+  static_assert(kGroupBlocks * BN <= 256, "a math warpgroup's accumulators: at most 128 a thread");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
@@ -175,10 +185,10 @@ struct CoreWalk {
   }
 };
 
-// Where the ranges of a stream-K tile meet: each math warpgroup's part of its block's tile is BN / 8
-// chunks of four floats (its registers 4 j ... 4 j + 3) by the group's 128 threads, so that a warp's
-// stores and loads of a chunk are 512 consecutive bytes; max_parts of them a tile, in range order.
-// arrivals: the K tiles done, a counter per tile, block of the cluster and math warpgroup, zeroed
+// Where the ranges of a stream-K tile meet: each m64 row block of a block's tile is BN / 8 chunks of
+// four floats (a math warpgroup's registers 4 j ... 4 j + 3) by the group's 128 threads, so that a
+// warp's stores and loads of a chunk are 512 consecutive bytes; max_parts of them a tile, in range
+// order. arrivals: the K tiles done, a counter per tile, block of the cluster and row block, zeroed
 // before each launch.
 struct CoreParts {
   float* parts;
@@ -186,8 +196,9 @@ struct CoreParts {
   int max_parts;
 };
 
-// Meets the other K ranges of stream-K item `item`'s tile; returns whether this range was the last
-// to finish, in which case acc now holds the sum of every range's part, added in range order (the
+// Meets the other K ranges of stream-K item `item`'s tile for row block `row_block` (of the
+// kRowBlocks a block's tile has), which math warpgroup `group` holds; returns whether this range was
+// the last to finish, in which case acc now holds the sum of every range's part, added in range order (the
 // result does not depend on which range finished last). A range that is not last leaves its math
 // warpgroup's part in the workspace. A tile's head (part 0) that comes after another item of its
 // cluster's share usually finishes last (its later ranges are the first items of the next shares):
@@ -195,13 +206,14 @@ struct CoreParts {
 // 128 KiB neither written nor read back on a 128 x 256 tile). Parts are read through the L2 (__ldcg:
 // other SMs wrote them), part 0's chunks all in flight at once, then each further part's in rounds
 // of 16.
-template <int BN, int kMathGroups, int kCluster, typename T>
+template <int BN, int kRowBlocks, int kCluster, typename T>
 __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CoreParts& ws, const CoreItem<T>& item,
-                                             int64_t dp_tiles, int k_tiles, int rank, int group, int tid_in_group) {
+                                             int64_t dp_tiles, int k_tiles, int rank, int row_block, int group,
+                                             int tid_in_group) {
   // Rounds of at most 16 chunks that divide a part (BN 192: two of 12).
   constexpr int kChunks = BN / 8, kBatch = kChunks <= 16 ? kChunks : kChunks % 16 == 0 ? 16 : kChunks / 2;
   static_assert(kChunks % kBatch == 0 && kBatch <= 16, "whole rounds of chunks");
-  const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kMathGroups + group;
+  const int64_t slot = ((item.tile - dp_tiles) * kCluster + rank) * kRowBlocks + row_block;
   float4* const parts = reinterpret_cast<float4*>(ws.parts) + slot * ws.max_parts * kChunks * 128 + tid_in_group;
   const unsigned done = static_cast<unsigned>(item.w.k_tiles);
   bool kept = false;  // part 0 in registers, the others all in
@@ -351,12 +363,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       });
     };
     // full[s]: the producer's one arrival and the copies' bytes (of every block's part of B);
-    // empty[s]: each math warp's lane 0, of every block of the cluster (the stage's B part is
-    // copied into all of them), once the warp's wgmmas reading the stage have retired.
+    // empty[s]: the lane 0 of each math warp that reads the stage (every math warp, or in ping-pong
+    // those of the item's warpgroup), of every block of the cluster (the stage's B part is copied
+    // into all of them), once the warp's wgmmas reading the stage have retired.
     if (tid == 0) {
       for (int s = 0; s < kStages; ++s) {
         sync::mbarrier_init(full + s, 1);
-        sync::mbarrier_init(empty + s, kCluster * Tile::kMathThreads / 32);
+        sync::mbarrier_init(empty + s, kCluster * Tile::kStageReaders);
       }
       sync::fence_mbarrier_init();
     }
@@ -387,12 +400,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       }
     } else {
       sync::set_registers<Tile::kMathRegisters, true>();
-      // Descriptors of k step s of this group's 64 rows of A and of B in a stage. K-major tiles
-      // advance 32 bytes along their 128-byte rows a step; MN-major ones (16-bit) 16 k rows (BK
-      // elements each), their 64-element column blocks BK rows of 128 bytes apart (BN 160 reads two
-      // and a half of its three).
-      auto a_descriptor = [&](int stage, int s) {
-        const T* tile = a_stages + stage * Tile::kAStageElems + group * 64 * BK;
+      // This group's m64 row blocks of a tile: its own 64 rows, or in ping-pong all of them.
+      constexpr int kBlocks = Tile::kGroupBlocks;
+      const int first_block = Tile::kPingPong ? 0 : group;
+      // Descriptors of k step s of row block `block` of A and of B in a stage. K-major tiles advance
+      // 32 bytes along their 128-byte rows a step; MN-major ones (16-bit) 16 k rows (BK elements
+      // each), their 64-element column blocks BK rows of 128 bytes apart (BN 160 reads two and a
+      // half of its three).
+      auto a_descriptor = [&](int stage, int s, int block) {
+        const T* tile = a_stages + stage * Tile::kAStageElems + block * 64 * BK;
         if constexpr (kAKMajor) return wgmma::descriptor(tile + s * kStep, 16, 8 * kRowBytes);
         else return wgmma::descriptor(tile + s * kStep * 64, BK * kRowBytes, 8 * kRowBytes);
       };
@@ -412,42 +428,80 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           }
         }
       };
+      auto fence_accumulators = [](float (&acc)[kBlocks][BN / 2]) {
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) wgmma::fence_operands(acc[b]);
+      };
+      // Ping-pong: a group waits for the other's K loop of the item before its own to have passed its
+      // last full-stage wait (named barrier 3 + the other's group, 3 + its own to signal). A full
+      // mbarrier names its phase by parity alone: had the other's stages not all completed, this
+      // group, which steps over them, could take a phase two behind for the one it waits for.
+      auto other_loop_done = [&] {
+        if (group == 0) sync::warps_anywhere<Tile::kMathThreads, 4>();
+        else sync::warps_anywhere<Tile::kMathThreads, 3>();
+      };
+      auto own_loop_done = [&] {
+        if (group == 0) sync::arrive<Tile::kMathThreads, 3>();
+        else sync::arrive<Tile::kMathThreads, 4>();
+      };
       int stage = 0;
       uint32_t phase = 0;
-      float acc[BN / 2];
+      int64_t items = 0;  // the block's work items so far (ping-pong: the groups take them in turn)
+      float acc[kBlocks][BN / 2];
       for_each_item([&](const CoreItem<T>& item) {
         const WorkItem<T>& w = item.w;
+        if constexpr (Tile::kPingPong) {
+          const int64_t index = items++;
+          if ((index & 1) != group) {  // the other group's: step over its stages
+            const int64_t next = stage + w.k_tiles;
+            phase ^= static_cast<uint32_t>(next / kStages) & 1;
+            stage = static_cast<int>(next % kStages);
+            return;
+          }
+          if (index > 0) other_loop_done();
+        }
 #pragma unroll
-        for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
+        for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+          for (int r = 0; r < BN / 2; ++r) acc[b][r] = 0.0f;
         int held = -1;  // the stage whose wgmmas are still in flight
         for (int64_t t = 0; t < w.k_tiles; ++t) {
           sync::mbarrier_wait(full + stage, phase);
-          wgmma::fence_operands(acc);
+          fence_accumulators(acc);
           wgmma::fence();
 #pragma unroll
           for (int s = 0; s < kSteps; ++s) {
-            if constexpr (sizeof(T) == 4)
-              wgmma::mma_tf32_m64k8<BN>(acc, a_descriptor(stage, s), b_descriptor(stage, s));
-            else
-              wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
-                  acc, a_descriptor(stage, s), b_descriptor(stage, s));
+#pragma unroll
+            for (int b = 0; b < kBlocks; ++b) {
+              if constexpr (sizeof(T) == 4)
+                wgmma::mma_tf32_m64k8<BN>(acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
+              else
+                wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
+                    acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
+            }
           }
           wgmma::commit_group();
           wgmma::wait_group<1>();  // the previous tile's wgmmas have retired
-          wgmma::fence_operands(acc);
+          fence_accumulators(acc);
           if (held >= 0) release(held);
           held = stage;
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
+        if constexpr (Tile::kPingPong) own_loop_done();
         wgmma::wait_group<0>();
-        wgmma::fence_operands(acc);
+        fence_accumulators(acc);
         if (held >= 0) release(held);
-        if (item.parts > 1 && !gather_parts<BN, Tile::kMathGroups, kCluster>(acc, ws, item, walk.dp_tiles,
-                                                                             walk.k_tiles, rank, group, tid % 128))
-          return;
-        if (args.bias != nullptr) add_core_bias<BN>(acc, args.bias, args.bias_stride, args.n, w.n0, tid % 128);
-        store_core_rows<BN>(acc, args.c, args.m, args.n, w.z, w.m0 + group * 64, w.n0, output_map,
-                            output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups), group, tid % 128);
+        unsigned char* const buffer = output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups);
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) {
+          const int block = first_block + b;
+          if (item.parts > 1 && !gather_parts<BN, BM / 64, kCluster>(acc[b], ws, item, walk.dp_tiles, walk.k_tiles,
+                                                                     rank, block, group, tid % 128))
+            continue;
+          if (args.bias != nullptr) add_core_bias<BN>(acc[b], args.bias, args.bias_stride, args.n, w.n0, tid % 128);
+          store_core_rows<BN>(acc[b], args.c, args.m, args.n, w.z, w.m0 + block * 64, w.n0, output_map, buffer, group,
+                              tid % 128);
+        }
       });
       if (tid % 128 == 0) ptx::bulk_wait_read<0>();  // the last copies have read the buffer
     }
