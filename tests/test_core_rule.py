@@ -70,6 +70,7 @@ def check_runnable(p, c, table):
         workspace = c["tiles"] * cluster * table["bm"] * bn * 4 * c["max_parts"]
         if forced_splits < 2:
             assert c["tiles"] < gpu, (p, c)  # only where whole tiles would leave SMs idle
+            assert not table["pingpong"][c["tile"]], (p, c)  # one item a block leaves a warpgroup idle
             assert c["tiles"] * k_tiles // c["clusters"] >= MIN_SHARE, (p, c)
             assert workspace <= MAX_WORKSPACE, (p, c)
             assert c["max_parts"] <= MAX_PARTS + 1, (p, c)
@@ -98,7 +99,7 @@ def test_forced_tiles_and_splits_are_obeyed(plan):
 
 
 def test_measured_cases_keep_their_plans(plan):
-    """Where the rule's constants were fitted (bench/NOTES.md items 151-176, 132 SMs)."""
+    """Where the rule's constants were fitted (bench/NOTES.md items 151-180, 132 SMs)."""
     table, plans = plan([
         problem(4096, 28672, 4096),  # a wide output: whole tiles, in groups of rows
         problem(256, 256, 65536),  # a tile or two over a very long K: not the core's
@@ -109,8 +110,12 @@ def test_measured_cases_keep_their_plans(plan):
         problem(3072, 768, 8192),  # the same, transposed
         problem(6144, 1536, 2048),  # item 174: 128 x 192 (2.9 waves) over 128 x 256 (2.2)
         problem(8192, 768, 3072),  # item 174: 128 x 128 beats 128 x 192 at a width of 768
+        problem(8192, 2304, 768),  # item 180: K = 768, 9 rounds of 128 x 128: ping-pong hides the epilogues
+        problem(8192, 50304, 768),  # item 180: the same over 191 rounds (GPT-2's lm_head)
+        problem(4096, 4096, 4096),  # item 180: K = 4096, filled alike by 128 x 256: not ping-pong
+        problem(768, 768, 8192, dtype="f32"),  # fewer tiles than SMs: stream-K, not ping-pong
     ])
-    wide, long_k, small, narrow, square, wgrad, wgrad_t, wave, width_768 = plans
+    wide, long_k, small, narrow, square, wgrad, wgrad_t, wave, width_768, *pingpong, square_4096, small_f32 = plans
     assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
     assert not long_k["fits"]
     for c in (small, narrow):
@@ -120,3 +125,7 @@ def test_measured_cases_keep_their_plans(plan):
         assert c["dp_tiles"] == c["tiles"] == tiles and table["bn"][c["tile"]] == width, c
         assert table["cluster"][c["tile"]] == 1, c
     assert table["bn"][width_768["tile"]] == 128 and width_768["dp_tiles"] == width_768["tiles"], width_768
+    for c in pingpong:
+        assert table["pingpong"][c["tile"]] and table["bn"][c["tile"]] == 128 and c["dp_tiles"] == c["tiles"], c
+    assert not table["pingpong"][square_4096["tile"]] and table["bn"][square_4096["tile"]] == 256, square_4096
+    assert not table["pingpong"][small_f32["tile"]] and small_f32["dp_tiles"] == 0, small_f32

@@ -14,6 +14,8 @@ int main() {
   for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << kCoreBN[t];
   std::cout << "], \"cluster\": [";
   for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << kCoreCluster[t];
+  std::cout << "], \"pingpong\": [";
+  for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << (kCorePingPong[t] ? "true" : "false");
   std::cout << "]}\n";
   GemmProblem p{};
   std::string dtype;

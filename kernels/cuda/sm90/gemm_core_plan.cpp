@@ -19,11 +19,11 @@ namespace {
 // 128 x 160 (item 176: H200, 22 shapes) at 0.78-0.85 by the least regret (0.83): 120 whole tiles of
 // 768 x 3072 and 3072 x 768 over a long K, where 128 x 192 has 96; an MN-major B's tile copies three
 // 128-byte column blocks (192 columns) for its 160, so it rarely wins elsewhere.
-// 128 x 128 in ping-pong (item 180: H200, 22 shapes and a K sweep): its K loop's rate, the
-// epilogue being free (kEpilogueRate charges the others theirs); 0.90 keeps it off the longest
-// products (GPT-2's lm_head, 8192^3, K = 28672), where it ran 0.82-0.93 of the best tile, and gives
-// it K = 768-3072 outputs of 8192 x 768-2304, where it ran 1.01-1.07 of the best other.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.90};
+// 128 x 128 in ping-pong (item 180: H200, 16 shapes in the benchmark's timing, warm and L2 flushed):
+// its K loop at 0.95 of 128 x 256's, its epilogues free but a block's last (kEpilogueRate charges the
+// others theirs). It wins over K = 768 (8192 x 768 x 2304-50304: 1.04-1.08 of the best other tile)
+// and loses 1-3% at K >= 2048 on outputs that 128 x 256 tiles fill as well.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
@@ -69,7 +69,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // last wgmmas and stage the tile's output together before the next tile's products start, at about
   // this many bytes of output a second an SM (H200: 128 x 128 16-bit tiles ran 0.2-0.6 us a tile slower
   // than the same tiles in ping-pong at K = 384-6144, bench/NOTES.md item 180). A ping-pong tile's
-  // epilogue runs beside the other warpgroup's products.
+  // epilogues run beside the other warpgroup's products, but for a block's last.
   constexpr double kEpilogueRate = 80e9;
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
   CorePlan best{};
@@ -92,7 +92,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
     const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * kCoreTileRate[tile]);  // one K tile of a block
-    const double epilogue = kCorePingPong[tile] ? 0.0 : kCoreBM * bn * (bk == 64 ? 2.0 : 4.0) / kEpilogueRate;
+    const double epilogue = kCoreBM * bn * (bk == 64 ? 2.0 : 4.0) / kEpilogueRate;
     // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
     // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two
     // tiles' ranges, so it meets others twice, and a tile has one range more. Every cluster has a
@@ -114,12 +114,14 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
       stream_k(std::min(gpu, tiles * p.splits_override));
       continue;
     }
+    const int64_t rounds = (tiles + gpu - 1) / gpu;
     consider(tile, tiles, tiles, std::min(gpu, tiles), 1,
-             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) +
-                 static_cast<double>((tiles + gpu - 1) / gpu) * (static_cast<double>(k_tiles) * unit + epilogue));
+             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) + static_cast<double>(rounds * k_tiles) * unit +
+                 static_cast<double>(kCorePingPong[tile] ? 1 : rounds) * epilogue);
     // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
     // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
-    if (p.splits_override == 1 || tiles >= gpu) continue;
+    // Not in ping-pong: a block's one or two items leave its other warpgroup idle.
+    if (p.splits_override == 1 || tiles >= gpu || kCorePingPong[tile]) continue;
     for (int64_t ranges = 2; ranges <= kMaxParts && tiles * ranges <= gpu; ++ranges) stream_k(tiles * ranges);
     if (gpu % tiles != 0) stream_k(std::min(gpu, tiles * kMaxParts));
   }
