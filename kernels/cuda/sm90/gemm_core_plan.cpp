@@ -19,12 +19,13 @@ namespace {
 // 128 x 160 (item 176: H200, 22 shapes) at 0.78-0.85 by the least regret (0.83): 120 whole tiles of
 // 768 x 3072 and 3072 x 768 over a long K, where 128 x 192 has 96; an MN-major B's tile copies three
 // 128-byte column blocks (192 columns) for its 160, so it rarely wins elsewhere.
-// 128 x 128 in ping-pong (item 180: H200, core_sweep's 22 shapes in the benchmark's timing, L2
-// warm): its K loop at 0.99 of 128 x 256's by the least regret, its epilogues free but a block's last
-// (kEpilogueRate charges the others theirs). It wins over K = 768 (8192 x 768 x 2304-50304: 1.02-1.08
-// of the best other tile) and on wide outputs (4096 x 4096 x 28672 and 128256: 1.05), and loses 2-3%
-// on 4096 x 4096 x 4096.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.99};
+// 128 x 128 in ping-pong (item 180: H200, the benchmark's timing): its K loop at 0.95 of 128 x 256's,
+// its epilogues free but a block's last (kEpilogueRate charges the others theirs). It wins over K =
+// 768 (8192 x 768 x 2304-50304: 1.02-1.08 of the best other tile) and loses 1-3% at K >= 2048 on
+// outputs that 128 x 256 fills as well (4096 x 4096 x 4096). At 0.99, the least regret over
+// core_sweep's 22 shapes, it also took Llama-3-8B's products, whose suite then read 1-4% lower on
+// the 4096-wide outputs and 2-4% higher on the widest (4096 x 4096 x 28672 and 128256).
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
