@@ -52,7 +52,8 @@ def test_broadcast_batch_and_more_items_than_sms(tile, dtype):
 def test_ping_pong_warpgroups_take_turns(k, layout):
     """Tile 11's math warpgroups take a block's tiles in turn, each computing a whole tile and
     stepping over the other's stages in the ring: five or six tiles a block (700 matrices), over one
-    K tile, fewer K tiles than the ring's stages, and more (a stage's phases then wrap between turns)."""
+    K tile (fewer than the ring's six stages), and over 7 and 16 (more: a stage's phases then wrap
+    between turns)."""
     a, b = operands(24, k, 40, layout, torch.bfloat16, "cuda", batch=(700,))
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, 11, 1, 0), (700, 24, 40), torch.bfloat16, "cuda")
     check_against_reference(out, a, b)

@@ -37,7 +37,7 @@ int core_bk(const GemmProblem& p);
 bool core_takes(const GemmProblem& p);
 
 struct CorePlan {
-  int tile;           // index into kCoreBN, kCoreCluster
+  int tile;           // index into kCoreBN, kCoreCluster, kCorePingPong
   int64_t tiles;      // work items of whole tiles: the output's tiles of the cluster's rows
   int64_t dp_tiles;   // tiles computed whole; the rest by stream-K (CoreWalk)
   int clusters;       // persistent clusters (blocks without clusters)
@@ -48,7 +48,9 @@ struct CorePlan {
 };
 
 // For each tile and cluster: the time of whole tiles in waves over the clusters, each at the tile's
-// measured rate; where whole tiles would leave SMs idle, also that of stream-K (every cluster an even
+// measured rate plus its epilogue, which the cooperative tiles pay a wave and the ping-pong tile once
+// (kEpilogueRate); where whole tiles would leave SMs idle, also that of stream-K (not for the
+// ping-pong tile, whose blocks would hold one or two items; every cluster an even
 // share of the K tiles, a tile's K cut into at most about kMaxParts ranges, plus what meeting in the
 // workspace costs). The fastest estimate wins. Shares under kMinShare K tiles are not tried (a
 // range that short is mostly pipeline fill), nor workspaces past kMaxWorkspace. A plan slower than

@@ -8,8 +8,9 @@
 // A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
 // full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
-// empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile: four
-// wgmmas a K tile (m64nBNk16, or k8 for TF32: a K tile is one 128-byte row of either), one tile's
+// empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile (in
+// ping-pong, CoreTile::kPingPong, every row of every other work item): four wgmmas a K tile and
+// m64 row block (m64nBNk16, or k8 for TF32: a K tile is one 128-byte row of either), one tile's
 // wgmmas left in flight while the next tile's are issued, the stage of the tile before released as
 // they retire. The producer runs on into the next work item while the math warps stage the last
 // one's result for TMA stores (OutputPass), so each item's first stages are ready when its math
@@ -96,7 +97,7 @@ struct CoreTile {
   // the stages and buffers (the swizzles are functions of the address).
   static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + 16 * kStages + 1024;
   // Registers per thread (setmaxnreg, out of the block's 168 a thread): the math warps' 128
-  // accumulators (BN 256) and addresses; the producer's walk and copies (at 40 the cluster
+  // accumulators (BN 256, or two row blocks of BN 128 in ping-pong) and addresses; the producer's walk and copies (at 40 the cluster
   // variants' producers spilled 8-64 bytes).
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
   static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
@@ -199,8 +200,8 @@ struct CoreParts {
 // Meets the other K ranges of stream-K item `item`'s tile for row block `row_block` (of the
 // kRowBlocks a block's tile has), which math warpgroup `group` holds; returns whether this range was
 // the last to finish, in which case acc now holds the sum of every range's part, added in range order (the
-// result does not depend on which range finished last). A range that is not last leaves its math
-// warpgroup's part in the workspace. A tile's head (part 0) that comes after another item of its
+// result does not depend on which range finished last). A range that is not last leaves its row
+// block's part in the workspace. A tile's head (part 0) that comes after another item of its
 // cluster's share usually finishes last (its later ranges are the first items of the next shares):
 // where the count already says so, its part stays in registers, where the sum starts (a block's
 // 128 KiB neither written nor read back on a 128 x 256 tile). Parts are read through the L2 (__ldcg:
