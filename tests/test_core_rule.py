@@ -121,11 +121,9 @@ def test_measured_cases_keep_their_plans(plan):
     for c in (small, narrow):
         assert c["fits"] and c["dp_tiles"] == 0, c
     assert square["dp_tiles"] == square["tiles"] and table["bn"][square["tile"]] == 64, square
-    for c, width, tiles in ((wgrad, 160, 120), (wgrad_t, 160, 120)):
+    for c, width, tiles in ((wgrad, 160, 120), (wgrad_t, 160, 120), (wave, 192, 384)):
         assert c["dp_tiles"] == c["tiles"] == tiles and table["bn"][c["tile"]] == width, c
         assert table["cluster"][c["tile"]] == 1, c
-    # 2.2 waves of 128 x 256 lose to 2.9 of 128 x 192 (item 174; 4.4 of 128 x 128 in ping-pong come close).
-    assert table["bn"][wave["tile"]] != 256 and wave["dp_tiles"] == wave["tiles"], wave
     assert table["bn"][width_768["tile"]] == 128 and width_768["dp_tiles"] == width_768["tiles"], width_768
     for c in pingpong:
         assert table["pingpong"][c["tile"]] and table["bn"][c["tile"]] == 128 and c["dp_tiles"] == c["tiles"], c
