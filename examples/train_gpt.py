@@ -8,10 +8,13 @@ batches, and reports tokens/s and both loss curves.
     python examples/train_gpt.py --tiny --steps 10          # a miniature that runs on CPU in seconds
 
 The model: token embedding and learned positions, pre-LayerNorm blocks (causal self-attention
-whose products are torch.matmul, an MLP with GELU), a final LayerNorm and an LM head tied to the
-embedding. The tiledmm run is the same model under tiledmm.enable(), which routes all its
-products to tiledmm: the linear layers, the attention's batched products and the LM head, forward
-and backward. The corpus is synthetic (no download): a second-order Markov chain.
+with two batched products, an MLP with GELU), a final LayerNorm and an LM head tied to the
+embedding. The tiledmm run is the same model with its products on tiledmm, forward and backward:
+the linear layers, the attention's batched products and the LM head. --route says how: "layers"
+(the default) builds it from tiledmm.nn.Linear and tiledmm.matmul, as a model written for tiledmm
+would be; "enable" runs the unchanged torch model under tiledmm.enable(), which sees every torch
+call in its scope (about 10 us each on an H200 machine's host, products or not). The corpus is
+synthetic (no download): a second-order Markov chain.
 
 --precision (one or several): highest (float32: torch's fp32_precision "ieee", which tiledmm
 follows as 'highest'), tf32 (both TF32), bf16 (torch.autocast to bfloat16; float32 weights).
@@ -23,7 +26,7 @@ With --ddp or --fsdp, --world processes (default: one per GPU; gloo on CPU, NCCL
 train on their shard of every global batch (--batch sequences), and rank 0 checks that the loss
 curves, averaged over the ranks, match a single process training on the whole batch.
 
-Writes --out (default bench/results/<device>-<date>-train_gpt[-compile][-ddp|-fsdp].json): per
+Writes --out (default bench/results/<device>-<date>-train_gpt[-compile][-enable][-ddp|-fsdp].json): per
 precision, tokens/s for torch and tiledmm, their ratio, both loss curves (every step) and the
 largest loss difference; with --ddp/--fsdp also the single-process curves and the gap to them.
 """
@@ -85,37 +88,41 @@ def corpus(vocab, count, length, seed=0):
     return tokens
 
 
-def causal_attention(qkv, heads):
-    """Multi-head causal self-attention with torch.matmul, which tiledmm.enable() routes (it cannot
-    route scaled_dot_product_attention): the torch and tiledmm runs do the same math."""
+def causal_attention(qkv, heads, matmul):
+    """Multi-head causal self-attention whose two batched products are matmul's (torch.matmul, which
+    tiledmm.enable() routes, or tiledmm.matmul), not scaled_dot_product_attention: the torch and
+    tiledmm runs do the same math."""
     batch, length, _ = qkv.shape
     q, k, v = qkv.view(batch, length, 3, heads, -1).permute(2, 0, 3, 1, 4)  # (batch, heads, length, head dim)
-    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    scores = matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5
     future = torch.ones(length, length, dtype=torch.bool, device=qkv.device).triu(1)
     weights = scores.masked_fill(future, float("-inf")).softmax(-1)
-    return (weights @ v).transpose(1, 2).reshape(batch, length, -1)
+    return matmul(weights, v).transpose(1, 2).reshape(batch, length, -1)
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, linear, matmul):
         super().__init__()
-        self.heads = heads
+        self.heads, self.matmul = heads, matmul
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.fc, self.out = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.qkv, self.proj = linear(dim, 3 * dim), linear(dim, dim)
+        self.fc, self.out = linear(dim, 4 * dim), linear(4 * dim, dim)
 
     def forward(self, x):
-        x = x + self.proj(causal_attention(self.qkv(self.ln1(x)), self.heads))
+        x = x + self.proj(causal_attention(self.qkv(self.ln1(x)), self.heads, self.matmul))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, seq, dim, heads, layers):
+    """linear and matmul: the products' modules and function (nn.Linear and torch.matmul, or
+    tiledmm.nn.Linear and tiledmm.matmul); the same seed gives the same weights with either."""
+
+    def __init__(self, vocab, seq, dim, heads, layers, linear=nn.Linear, matmul=torch.matmul):
         super().__init__()
         self.embed, self.positions = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(dim, heads, linear, matmul) for _ in range(layers))
         self.ln = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head = linear(dim, vocab, bias=False)
         self.head.weight = self.embed.weight
         for module in self.modules():  # GPT-2's initialisation
             if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -142,7 +149,9 @@ def new_run(args, impl, precision, device, parallel):
     training does: without them this model's loss spiked near step 70 at lr 1e-3, after which
     rounding differences between any two implementations (torch's own too) grow chaotically."""
     torch.manual_seed(0)
-    model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers).to(device)
+    layers = impl == "tiledmm" and args.route == "layers"
+    products = (tiledmm.nn.Linear, tiledmm.matmul) if layers else (nn.Linear, torch.matmul)
+    model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers, *products).to(device)
     if parallel == "ddp":
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     elif parallel == "fsdp":
@@ -155,7 +164,7 @@ def new_run(args, impl, precision, device, parallel):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     warmup = max(1, args.steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
-    route = tiledmm.enable if impl == "tiledmm" else contextlib.nullcontext
+    route = tiledmm.enable if impl == "tiledmm" and not layers else contextlib.nullcontext
     bf16 = precision == "bf16"
     autocast = functools.partial(torch.autocast, device.type, torch.bfloat16) if bf16 else contextlib.nullcontext
     return model, optimizer, schedule, route, autocast
@@ -169,8 +178,8 @@ def step(run, tokens, mark=None):
     model, optimizer, schedule, route, autocast = run
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     optimizer.zero_grad(set_to_none=True)
-    # tiledmm.enable() sees every torch call in its scope (~2-4 us each on a GPU machine's host):
-    # it covers the forward and backward, where the products are, and not the optimizer's calls.
+    # tiledmm.enable() (--route enable) sees every torch call in its scope: it covers the forward and
+    # backward, where the products are, and not the optimizer's calls.
     with route():
         with autocast():
             loss = F.cross_entropy(model(inputs).flatten(0, 1).float(), targets.flatten())
@@ -221,7 +230,8 @@ def run_configuration(args, precision, batches, device, rank, world):
         tokens_per_step = args.batch * args.seq
         speed = {impl: tokens_per_step / statistics.median(t[len(t) // 4:]) for impl, t in times.items()}
         result = {
-            "precision": precision, "mode": "compile" if args.compile else "eager", "parallel": parallel,
+            "precision": precision, "mode": "compile" if args.compile else "eager", "route": args.route,
+            "parallel": parallel,
             "world": world, "tokens_per_s": speed, "ratio": speed["tiledmm"] / speed["torch"],
             "loss": {impl: curve.tolist() for impl, curve in losses.items()},
             "max_loss_diff": (losses["tiledmm"] - losses["torch"]).abs().max().item(),
@@ -241,7 +251,8 @@ def run_configuration(args, precision, batches, device, rank, world):
 
 def report(result, every):
     where = f"{result['parallel']} over {result['world']} processes" if result["parallel"] else "one process"
-    print(f"\n{result['precision']}, {result['mode']}, {where}: loss every {every} steps (torch | tiledmm)")
+    print(f"\n{result['precision']}, {result['mode']}, tiledmm by {result['route']}, {where}: loss every {every} steps "
+          "(torch | tiledmm)")
     curves = result["loss"]
     for step in range(0, len(curves["torch"]), every):
         print(f"  step {step:4d}  {curves['torch'][step]:.6f} | {curves['tiledmm'][step]:.6f}")
@@ -283,7 +294,8 @@ def run(args, device, rank=0, world=1):
     path = args.out or os.path.normpath(os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "bench", "results",
         f"{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}-{output['date']}-train_gpt"
-        f"{'-compile' if args.compile else ''}{'-' + args.parallel if args.parallel else ''}.json"))
+        f"{'-compile' if args.compile else ''}{'-enable' if args.route == 'enable' else ''}"
+        f"{'-' + args.parallel if args.parallel else ''}.json"))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(output, f, indent=1)
@@ -321,6 +333,9 @@ def parse_args(argv=None):
     precisions = ["highest", "tf32", "bf16"]
     parser.add_argument("--precision", nargs="+", choices=precisions, default=precisions)
     parser.add_argument("--compile", action="store_true", help="torch.compile both models")
+    parser.add_argument("--route", choices=["layers", "enable"], default="layers",
+                        help="the tiledmm model: built from tiledmm.nn.Linear and tiledmm.matmul (layers, the "
+                             "default), or the torch model under tiledmm.enable() (enable)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--ddp", dest="parallel", action="store_const", const="ddp", help="DistributedDataParallel")
     group.add_argument("--fsdp", dest="parallel", action="store_const", const="fsdp", help="FSDP2 (fully_shard)")

@@ -1,6 +1,7 @@
 """examples/train_gpt.py: a miniature GPT trains to the same loss curve with torch and with tiledmm
 (on CPU; on a GPU where there is one, compiled too), data-parallel runs match one process, and
-under tiledmm.enable() every product of the model runs on tiledmm."""
+every product of the model runs on tiledmm, whether the model is built from tiledmm's layers or
+run under tiledmm.enable()."""
 
 import importlib.util
 import json
@@ -43,9 +44,11 @@ def check_curves(results, steps, precisions):
         assert speed["torch"] > 0 and config["ratio"] == pytest.approx(speed["tiledmm"] / speed["torch"])
 
 
-def test_tiny_gpt_trains_alike_on_cpu(tmp_path):
-    results = run_example(tmp_path, "--device", "cpu", "--steps", "6", "--precision", "highest", "bf16")
+@pytest.mark.parametrize("route", ["layers", "enable"])
+def test_tiny_gpt_trains_alike_on_cpu(tmp_path, route):
+    results = run_example(tmp_path, "--device", "cpu", "--steps", "6", "--precision", "highest", "bf16", "--route", route)
     assert results["device"] == "cpu" and results["model"]["layers"] == 2
+    assert all(c["route"] == route for c in results["configurations"])
     check_curves(results, 6, ["highest", "bf16"])
 
 
@@ -66,10 +69,11 @@ def _load_example():
     return module
 
 
+@pytest.mark.parametrize("route", ["layers", "enable"])
 @pytest.mark.parametrize("precision", ["highest", "bf16"])
-def test_every_product_of_the_gpt_runs_on_tiledmm(device, precision):
+def test_every_product_of_the_gpt_runs_on_tiledmm(device, precision, route):
     example = _load_example()
-    args = example.parse_args(["--tiny", "--device", device])
+    args = example.parse_args(["--tiny", "--device", device, "--route", route])
     model, _, _, route, autocast = example.new_run(args, "tiledmm", precision, torch.device(device), None)
     tokens = torch.randint(args.vocab, (2, args.seq), device=device)
     with route(), OpLog() as log:
