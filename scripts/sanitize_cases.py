@@ -8,7 +8,7 @@ but computes garbage is caught here as well. Arguments, if any, name the paths t
 (e.g. `float16 bfloat16`) or a float32 precision (`float32:ieee`, `float32:3xtf32`, `float32:tf32`,
 `float32:highest`: its scaled float16 splits);
 by default every path runs; `core` runs the Hopper GEMM core's cases (and the bias's) alone, `bias`
-the bias's alone.
+the bias's alone, `short-k` the core's at short K as the dispatcher plans them alone.
 """
 
 import itertools
@@ -38,7 +38,8 @@ MMA_SYNC_PATHS = [p for p in PATHS if p[0] in (torch.float16, torch.bfloat16) or
 
 def cases(only=None):
     """(wgmma off, tile, splits, path, A transposed, B transposed, shape) of every variant run; tile
-    None: the dispatcher's plan (tiledmm.mm); "bias": that plus a bias (tiledmm::_gemm_nd)."""
+    None: the dispatcher's plan (tiledmm.mm); "core": the dispatcher's plan, which must be the Hopper
+    GEMM core's (tiledmm.matmul); "bias": the plan plus a bias (tiledmm::_gemm_nd)."""
     default = itertools.product([False], range(4), [1, 2], PATHS, [False, True], [False, True], SHAPES)
     mma_sync = itertools.product([True], range(4), [1, 2], MMA_SYNC_PATHS, [False, True], [False, True], SHAPES)
     # Hopper runs 3xTF32 on wgmma only for outputs that fill the GPU: a batch of 140 tiles does
@@ -65,15 +66,22 @@ def cases(only=None):
     core = itertools.chain(
         itertools.product([False], range(4, 12), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
         itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes))
+    # The dispatcher's plan past K = 64 (tile "core": kCoreMinK): the core for aligned 16-bit operands
+    # and TF32 x @ W^T, at K of one to four K tiles (cooperative tiles: kCorePingPongMaxShortKTiles).
+    short_k_core = itertools.chain(
+        itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True], [(1, 136, 72, 264), (3, 40, 200, 72)]),
+        itertools.product([False], ["core"], [1], PATHS[2:3], [False], [True], [(1, 136, 72, 264), (3, 40, 200, 72)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],
                              [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264)])
     if only == "bias":
         return bias
+    if only == "short-k":
+        return short_k_core
     if only == "core":
-        return itertools.chain(core, bias)
-    return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split, core, bias)
+        return itertools.chain(core, short_k_core, bias)
+    return itertools.chain(default, mma_sync, many_tiles, class_tiles, scaled_split, core, short_k_core, bias)
 
 
 def selected(path_names, dtype, precision):
@@ -86,8 +94,8 @@ def selected(path_names, dtype, precision):
 def main(path_names):
     torch.manual_seed(0)
     runs = failures = unfit = 0
-    only = next((p for p in path_names if p in ("core", "bias")), None)
-    path_names = [p for p in path_names if p not in ("core", "bias")]
+    only = next((p for p in path_names if p in ("core", "bias", "short-k")), None)
+    path_names = [p for p in path_names if p not in ("core", "bias", "short-k")]
     for wgmma_off, tile, splits, (dtype, precision, tolerance), ta, tb, (batch, m, k, n) in cases(only):
         if not selected(path_names, dtype, precision):
             continue
@@ -99,6 +107,11 @@ def main(path_names):
             if tile == "bias":
                 bias = torch.randn(n, device="cuda", dtype=dtype) * k**0.5  # as large as the products
                 out = torch.ops.tiledmm._gemm_nd(a[0], b[0], False, False, bias, precision)[None]
+            elif tile == "core":
+                name = _precision.NAMES[precision]
+                if "Hopper GEMM core" not in tiledmm.explain(a, b, precision=name):
+                    raise RuntimeError(f"shape {(batch, m, k, n)} no longer runs on the Hopper GEMM core")
+                out = tiledmm.matmul(a, b, precision=name)
             elif tile is None:
                 name = _precision.NAMES[precision]
                 expected = "scaled big and remainder parts" if dtype == torch.float32 else "one residue class"

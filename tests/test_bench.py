@@ -16,7 +16,7 @@ from _util import UNIT_ROUNDOFF, requires_gpu
 
 import tiledmm
 from tiledmm.bench.__main__ import operands, reference_product
-from tiledmm.bench.problems import CPU_MODEL_PROBLEMS, MODEL_PROBLEMS
+from tiledmm.bench.problems import CPU_MODEL_PROBLEMS, CPU_SHORT_K_PROBLEMS, MODEL_PROBLEMS, SHORT_K_PROBLEMS
 from tiledmm.bench.report import speedup_summary
 from tiledmm.bench.timing import times_ms_each
 
@@ -304,6 +304,25 @@ def test_cpu_miniature_of_the_model_suite(tmp_path):
     assert [line.split() for line in lines[start + 2:]] == [
         [s["suite"], s["dtype"], s["precision"], "fwd", str(s["rows"]), f"{s['geomean_speedup']:.3f}x",
          f"{s['worst_speedup']:.3f}x", f"({s['worst_problem']})"] for s in summary]
+
+
+def test_short_k_suite_spans_k_64_to_256_and_runs_as_a_cpu_miniature(tmp_path):
+    """--suite short-k: products over K = 64 ... 256 (large outputs, small ones, attention's batches);
+    without a GPU a miniature of the same structure, in bfloat16, float16 and TF32, written to
+    <device>-<date>-short-k.json with its summary."""
+    assert all(64 <= p.k <= 256 and p.suite == "short-k" for p in SHORT_K_PROBLEMS)
+    assert any(p.batch > 1 for p in SHORT_K_PROBLEMS) and {p.layout for p in SHORT_K_PROBLEMS} >= {"nn", "nt", "tn"}
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run([sys.executable, "-m", "tiledmm.bench", "--suite", "short-k", "--quick", "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True, cwd=tmp_path, env=env)
+    (path,) = tmp_path.glob("*.json")
+    assert path.name.startswith("cpu-") and path.name.endswith("-short-k.json")
+    result = json.loads(path.read_text())
+    series = [("bfloat16", "n/a"), ("float16", "n/a"), ("float32", "tf32")]
+    assert [(r["problem"], r["dtype"], r["precision"], r["impl"]) for r in result["rows"]] == [
+        (p.name, d, pr, impl) for p in CPU_SHORT_K_PROBLEMS for d, pr in series for impl in ("torch", "tiledmm")]
+    assert [(s["suite"], s["dtype"], s["precision"], s["rows"]) for s in result["summary"]] == [
+        ("short-k", d, pr, len(CPU_SHORT_K_PROBLEMS)) for d, pr in series]
 
 
 def run_models(out, commit, *options):

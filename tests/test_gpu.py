@@ -294,22 +294,26 @@ def test_hopper_runs_float32_tensor_core_paths_on_wgmma():
 # Persistent short-K tiles (128 x 128 on wgmma, 128 x 256 exact): a batch of 4 outputs of 36-99
 # tiles each, one to three tiles per block on a 132-SM GPU; lines of whole 128-byte chunks (bulk
 # copies out), lines whose length is a multiple of 16 bytes but not of 128 (bulk copies of the
-# whole chunks where a box has two, the threads the rest), and one that is not (16-bit
-# 4100 x 200 x 260 in nn.Linear's layout: a persistent tile whose threads copy the tile out).
-PERSISTENT_SHAPES = [(1030, 64, 1024), (1030, 64, 1032), (1029, 61, 1031), (4100, 200, 260)]
+# whole chunks where a box has two, the threads the rest), and one that is not (4100 x 64 x 260 and
+# 4100 x 200 x 260 in nn.Linear's layout: a persistent tile whose threads copy the tile out; past
+# K = 64, 16-bit on the Hopper GEMM core, whose threads then write the rows).
+PERSISTENT_SHAPES = [(1030, 64, 1024), (1030, 64, 1032), (1029, 61, 1031), (4100, 64, 260), (4100, 200, 260)]
 PERSISTENT_PATHS = [(torch.float32, p) for p in ("ieee", "tf32", "3xtf32")] + [
     (torch.bfloat16, "ieee"), (torch.float16, "ieee")]
 
 
 def runs_persistent(dtype, precision, layout, m, k, n):
-    """Whether Hopper's dispatcher picks a persistent tile for these operands (contiguous, as
-    operands() makes them)."""
+    """Whether Hopper's dispatcher picks a persistent short-K tile for these operands (contiguous, as
+    operands() makes them); past K = 64 the Hopper GEMM core takes 16-byte aligned 16-bit operands,
+    and TF32 ones in x @ W^T's layout."""
     lines_a = k if layout[0] == "n" else m  # the unit-stride extent of each stored operand
     lines_b = n if layout[1] == "n" else k
-    if dtype != torch.float32:  # 16-byte loads (8 elements)
-        return lines_a % 8 == 0 and lines_b % 8 == 0
+    if dtype != torch.float32:  # 16-byte loads (8 elements), K <= 64
+        return lines_a % 8 == 0 and lines_b % 8 == 0 and k <= 64
     if precision == "ieee":  # the register tile's place: B row-major, 16-byte loads, K <= 64, a tensor map
         return layout in ("nn", "tn") and n % 4 == 0 and lines_a % 4 == 0 and k <= 64
+    if precision == "tf32" and layout == "nt" and lines_a % 4 == 0 and lines_b % 4 == 0 and k > 64:
+        return False  # the core's
     return precision == "tf32" or layout != "tn"
 
 

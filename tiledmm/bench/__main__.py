@@ -17,6 +17,10 @@ tokens), each its own forward row, and GPT-2's batched attention products; it wr
 <device>-<date>-models.json, with a summary per model, dtype and precision (the geometric mean
 of the speedups and the worst one), printed last. Without a GPU it runs a miniature of them.
 
+--suite short-k times products over a short K (64 to 256: large outputs, small ones, batches of
+attention's) in bfloat16, float16 and TF32, with the same summary; it writes
+<device>-<date>-short-k.json.
+
 --host times the host instead: each entry point's time per call, torch's and tiledmm's, at small
 sizes, with and without gradients (tiledmm/bench/host.py); it writes <device>-<date>-host.json.
 """
@@ -35,7 +39,8 @@ import torch
 import tiledmm
 
 from . import host
-from .problems import CPU_MODEL_PROBLEMS, CPU_PROBLEMS, MODEL_PROBLEMS, PROBLEMS
+from .problems import (CPU_MODEL_PROBLEMS, CPU_PROBLEMS, CPU_SHORT_K_PROBLEMS, MODEL_PROBLEMS, PROBLEMS,
+                       SHORT_K_PROBLEMS)
 from .report import speedup_summary, spread_pct
 from .timing import L2Flush, quartiles, rel_err, times_ms_each, torch_precision
 
@@ -49,6 +54,8 @@ SUITES = {
                       passes=["fwd", "fwd+bwd"]),
     "models": dict(problems=(MODEL_PROBLEMS, CPU_MODEL_PROBLEMS), dtypes=["bfloat16", "float16", "float32"],
                    precisions=["tf32", "highest"], passes=["fwd"]),
+    "short-k": dict(problems=(SHORT_K_PROBLEMS, CPU_SHORT_K_PROBLEMS), dtypes=["bfloat16", "float16", "float32"],
+                    precisions=["tf32"], passes=["fwd"]),
 }
 
 
@@ -238,7 +245,7 @@ def run_products(args, device):
             setattr(args, option, suite[option])
     problems = suite["problems"][0 if device == "cuda" else 1]
     if device == "cpu":
-        instead = "a miniature of the model suite" if args.suite == "models" else "a small CPU comparison"
+        instead = f"a miniature of the {args.suite} suite" if args.suite != "reference" else "a small CPU comparison"
         print(f"No CUDA GPU found: running {instead} instead (tiledmm's CPU kernel is "
               "plain loops for correctness, not speed).")
     if args.problems:
@@ -258,11 +265,11 @@ def run_products(args, device):
               "rows": rows}
     # Runs timed another way get files of their own, so that they do not replace the default run's.
     timed = ("-cold-l2" if flush else "") + ("-serialized" if args.serialize else "")
-    if args.suite != "models":
+    if args.suite == "reference":
         return fields, [table(rows)], timed
-    fields.update(suite="models", summary=speedup_summary(rows))
-    return (fields, [table(rows), "speedup (torch ms / tiledmm ms) per model:\n" + summary_table(fields["summary"])],
-            "-models" + timed)
+    fields.update(suite=args.suite, summary=speedup_summary(rows))
+    return (fields, [table(rows), f"speedup (torch ms / tiledmm ms) per {'model' if args.suite == 'models' else 'dtype'}:\n" + summary_table(fields["summary"])],
+            f"-{args.suite}" + timed)
 
 
 def run_host(args, device):

@@ -72,3 +72,19 @@ def model_problems(divisor=1, tokens=None, attention=GPT2_ATTENTION):
 
 MODEL_PROBLEMS = model_problems()
 CPU_MODEL_PROBLEMS = model_problems(divisor=64, tokens=64, attention=(2, 16, 8))
+
+
+def short_k_problems(shapes, suite="short-k"):
+    """Products whose K is a few K tiles (the output's writes weigh as much as the products): each
+    (batch, m, k, n, layout) as a row named by its K, shape and layout."""
+    return [Problem(f"k{k}.{'%dx' % batch if batch > 1 else ''}{m}x{n}.{layout}", m, k, n, layout, batch, suite)
+            for batch, m, k, n, layout in shapes]
+
+
+# The short-K suite: K from 64 to 256 over large outputs, small ones and batches of attention's
+# (sequence 512, head dimension 64 or 128), where the short-K tiles and the Hopper GEMM core meet.
+SHORT_K_PROBLEMS = short_k_problems([
+    (96, 512, 64, 512, "nt"), (96, 512, 128, 512, "nt"), (1, 8192, 64, 8192, "nt"), (1, 8192, 80, 4096, "nt"),
+    (1, 8192, 96, 8192, "nt"), (1, 8192, 128, 8192, "nn"), (1, 8192, 128, 8192, "tn"), (1, 4096, 192, 4096, "nn"),
+    (1, 8192, 256, 8192, "nt"), (1, 2048, 256, 1024, "nn"), (8, 1024, 192, 1024, "nn"), (1, 2048, 128, 2048, "nt")])
+CPU_SHORT_K_PROBLEMS = short_k_problems([(2, 16, 8, 16, "nt"), (1, 64, 16, 48, "nn"), (1, 48, 24, 64, "tn")])

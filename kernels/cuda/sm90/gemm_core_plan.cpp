@@ -90,6 +90,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
   const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
   for (int tile = first; tile < last; ++tile) {
+    if (kCorePingPong[tile] && k_tiles <= kCorePingPongMaxShortKTiles && p.tile_override < kCoreTileBase) continue;
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;

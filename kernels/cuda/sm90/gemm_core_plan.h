@@ -23,9 +23,16 @@ constexpr int kCoreBM = 128;
 constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128};
 constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1};
 constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true};
-// K up to this stays on the persistent short-K tile, whose output leaves by bulk copies while the
-// next tile computes (there the writes weigh as much as the products).
-constexpr int64_t kCoreMinK = 257;
+// K from here takes the core; shorter K stays on the wgmma family's persistent short-K tile. On an
+// H200 (bench/NOTES.md item 183) the core's 128 x 256 tile ran 1.02-1.08x torch at K = 80-256 where
+// the short-K tile ran 0.85-0.98x (16-bit; TF32 x @ W^T 0.94-1.09x against 0.73-0.91x at K = 128-256,
+// 1.07x against 1.11x at K = 96); at K = 64 the short-K tile stays ahead on large outputs (smallK
+// 1.22x against 1.02x).
+constexpr int64_t kCoreMinK = 65;
+// The ping-pong tile hides one warpgroup's epilogue behind the other's K loop, which at this many K
+// tiles or fewer is too short to: there the cooperative tiles ran 1-11% faster (item 183), and the
+// rule leaves the ping-pong tile out.
+constexpr int64_t kCorePingPongMaxShortKTiles = 4;
 
 // The core's K tile: one 128-byte row of the operands' elements (64 16-bit ones, 32 float32 ones).
 int core_bk(const GemmProblem& p);
@@ -49,7 +56,8 @@ struct CorePlan {
 
 // For each tile and cluster: the time of whole tiles in waves over the clusters, each at the tile's
 // measured rate plus its epilogue, which the cooperative tiles pay a wave and the ping-pong tile once
-// (kEpilogueRate); where whole tiles would leave SMs idle, also that of stream-K (not for the
+// (kEpilogueRate; the ping-pong tile only past kCorePingPongMaxShortKTiles K tiles); where whole tiles
+// would leave SMs idle, also that of stream-K (not for the
 // ping-pong tile, whose blocks would hold one or two items; every cluster an even
 // share of the K tiles, a tile's K cut into at most about kMaxParts ranges, plus what meeting in the
 // workspace costs). The fastest estimate wins. Shares under kMinShare K tiles are not tried (a
