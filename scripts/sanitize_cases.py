@@ -66,10 +66,12 @@ def cases(only=None):
     core = itertools.chain(
         itertools.product([False], range(4, 12), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
         itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes))
-    # The dispatcher's plan past K = 64 (tile "core": kCoreMinK): the core for aligned 16-bit operands
-    # and TF32 x @ W^T, at K of one to four K tiles (cooperative tiles: kCorePingPongMaxShortKTiles).
+    # The dispatcher's plan at short K (tile "core"): the core for aligned 16-bit operands (one K tile,
+    # partial, over 6 rounds of tiles: kCoreShortKMaxRounds) and TF32 x @ W^T past K = 64 (kCoreMinK),
+    # at K of one to four K tiles (cooperative tiles: kCorePingPongMaxShortKTiles).
     short_k_core = itertools.chain(
-        itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True], [(1, 136, 72, 264), (3, 40, 200, 72)]),
+        itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True],
+                          [(1, 136, 72, 264), (3, 40, 200, 72), (96, 512, 56, 512)]),
         itertools.product([False], ["core"], [1], PATHS[2:3], [False], [True], [(1, 136, 72, 264), (3, 40, 200, 72)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.

@@ -21,6 +21,7 @@ MIN_SHARE = 4  # K tiles: the shortest stream-K share the rule plans (kMinShare)
 MAX_WORKSPACE = 256 << 20  # bytes of float32 parts (kMaxWorkspace)
 MAX_PARTS = 8  # about as many K ranges a tile at the most (kMaxParts; the workspace holds one more)
 PING_PONG_MAX_SHORT_K_TILES = 4  # K tiles at which the rule leaves the ping-pong tile out (kCorePingPongMaxShortKTiles)
+SHORT_K_MAX_ROUNDS = 12  # rounds of tiles a single 16-bit K tile runs on the core (kCoreShortKMaxRounds)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def problem(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0):
 
 GRID = [problem(m, n, k, batch, dtype, sms)
         for m, n, k, batch, dtype, sms in itertools.product(
-            [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [65, 200, 257, 768, 4097, 8192, 65536],
+            [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [33, 64, 65, 200, 257, 768, 4097, 8192, 65536],
             [1, 3], ["bf16", "f32"], [132, 114, 78])]
 # Outputs of a few 128 x 64 tiles over a very long K: the most ranges a tile (kMaxParts) binds there.
 GRID += [problem(m, n, 65536, 1, dtype) for m, n, dtype in itertools.product([128, 200, 384], [256, 512], ["bf16", "f32"])]
@@ -64,6 +65,8 @@ def check_runnable(p, c, table):
     assert 1 <= c["clusters"] <= gpu, (p, c)
     if forced_tile < 0 and table["pingpong"][c["tile"]]:
         assert k_tiles > PING_PONG_MAX_SHORT_K_TILES, (p, c)  # too short a K loop to hide an epilogue behind
+    if forced_tile < 0 and dtype != "f32" and k_tiles == 1 and c["fits"]:
+        assert math.ceil(c["tiles"] / c["clusters"]) <= SHORT_K_MAX_ROUNDS, (p, c)  # else the short-K tile's
     if c["dp_tiles"] == c["tiles"]:  # whole tiles
         assert c["clusters"] == min(gpu, c["tiles"]), (p, c)
     else:  # stream-K over every tile: each cluster at least one K tile, shares past the shortest planned
@@ -118,8 +121,12 @@ def test_measured_cases_keep_their_plans(plan):
         problem(2048, 4096, 8192),  # item 180: K = 8192, 256 tiles of 128 x 256 (1.94 waves): not ping-pong
         problem(768, 768, 8192, dtype="f32"),  # fewer tiles than SMs: stream-K, not ping-pong
         problem(8192, 8192, 128),  # item 183: K = 128, 2 K tiles: 128 x 256 cooperative, not ping-pong
+        problem(512, 512, 64, 96),  # item 183: one K tile, 6 rounds (attention's scores): the core's 128 x 256
+        problem(8192, 8192, 64),  # one K tile, 16 rounds: the short-K tile's
+        problem(32768, 32768, 64),  # smallK: the short-K tile's
     ])
-    wide, long_k, small, narrow, square, wgrad, wgrad_t, wave, width_768, *pingpong, long_k_256, small_f32, short_k = plans
+    (wide, long_k, small, narrow, square, wgrad, wgrad_t, wave, width_768, *pingpong, long_k_256, small_f32, short_k,
+     attention_k64, large_k64, small_k) = plans
     assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
     assert not long_k["fits"]
     for c in (small, narrow):
@@ -135,3 +142,6 @@ def test_measured_cases_keep_their_plans(plan):
     assert not table["pingpong"][small_f32["tile"]] and small_f32["dp_tiles"] == 0, small_f32
     assert not table["pingpong"][short_k["tile"]] and table["bn"][short_k["tile"]] == 256, short_k
     assert short_k["dp_tiles"] == short_k["tiles"], short_k
+    assert attention_k64["fits"] and table["bn"][attention_k64["tile"]] == 256, attention_k64
+    assert not table["pingpong"][attention_k64["tile"]], attention_k64
+    assert not large_k64["fits"] and not small_k["fits"], (large_k64, small_k)

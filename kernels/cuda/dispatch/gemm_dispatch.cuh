@@ -134,8 +134,7 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
   } else if constexpr (std::is_same_v<T, double>) {
     f(MmaFamily<DoubleMath>{}, "float64: IEEE double fused multiply-adds on the FP64 tensor cores");
   } else if (device.wgmma && core_takes(p)) {
-    f(CorePath<T>{}, "16-bit inputs on Hopper, 16-byte aligned, K > " + std::to_string(kCoreMinK - 1) +
-                         ": the Hopper GEMM core");
+    f(CorePath<T>{}, "16-bit inputs on Hopper, 16-byte aligned: the Hopper GEMM core");
   } else if (device.wgmma) {
     f(WgmmaFamily<WgmmaHalfInput<T>>{}, "16-bit inputs on Hopper: warpgroup tensor cores, float32 accumulation");
   } else {

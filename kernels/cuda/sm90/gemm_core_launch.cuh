@@ -147,10 +147,7 @@ struct CoreLaunch {
   static std::string describe(const GemmProblem& p, const DeviceLimits& device) {
     check_forced_tile(p);
     const CorePlan plan = plan_core(p, device.num_sms);
-    if (!plan.fits)
-      return describe_family<Fallback>(p, device) +
-             "; not the Hopper GEMM core: its best plan leaves most of the GPU idle (a tile or two over a very "
-             "long K)";
+    if (!plan.fits) return describe_family<Fallback>(p, device) + "; not the Hopper GEMM core: " + plan.why;
     const int bn = kCoreBN[plan.tile];
     std::ostringstream s;
     s << "kernel: "

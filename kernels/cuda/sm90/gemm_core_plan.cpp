@@ -42,7 +42,7 @@ bool core_takes(const GemmProblem& p) {
   if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
   // TF32 from shared memory is K-major only (the TMA cannot transpose 4-byte elements).
   const bool layout = size == 2 || (p.a.row_major && !p.b.row_major);
-  return aligned(p.a) && aligned(p.b) && layout && p.k >= kCoreMinK && fits;
+  return aligned(p.a) && aligned(p.b) && layout && (size == 2 || p.k >= kCoreMinK) && fits;
 }
 
 CorePlan plan_core(const GemmProblem& p, int num_sms) {
@@ -129,9 +129,13 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     if (gpu % tiles != 0) stream_k(std::min(gpu, tiles * kMaxParts));
   }
   // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
-  // wgmma family's K slices, summed by a kernel of their own across the GPU, do better.
+  // wgmma family's K slices, summed by a kernel of their own across the GPU, do better; a single
+  // 16-bit K tile over many rounds (kCoreShortKMaxRounds) goes to the family's short-K tile.
   const double ideal = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
-  best.fits = p.tile_override >= kCoreTileBase || best_time <= kMaxSlowdown * ideal;
+  const bool forced = p.tile_override >= kCoreTileBase;
+  const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
+  const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
+  best.fits = forced || (best_time <= kMaxSlowdown * ideal && !streamed);
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
   // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square
@@ -142,7 +146,15 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const double side = std::sqrt(static_cast<double>(best.clusters) * bn / rows);
   best.group_rows = best.dp_tiles < best.tiles ? (p.m >= p.n ? 1 : static_cast<int>(m_tiles))
                                                : static_cast<int>(std::clamp<int64_t>(std::llround(side), 1, m_tiles));
-  best.why = p.tile_override >= kCoreTileBase || p.splits_override >= 1
+  if (!best.fits) {
+    best.why = streamed ? "a single K tile over " + std::to_string(rounds) + " rounds of its tiles (more than " +
+                              std::to_string(kCoreShortKMaxRounds) +
+                              "), whose writes the short-K tile streams faster"
+                        : "its best plan leaves most of the GPU idle (a tile or two over a very long K, or a small "
+                          "output)";
+    return best;
+  }
+  best.why = forced || p.splits_override >= 1
                  ? "forced by the caller"
                  : "the fastest of the core's tiles and clusters by its estimate (waves of whole tiles over " +
                        std::to_string(num_sms) + " SMs at each tile's measured rate; stream-K where whole tiles "

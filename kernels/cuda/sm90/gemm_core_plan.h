@@ -23,12 +23,19 @@ constexpr int kCoreBM = 128;
 constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128};
 constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1};
 constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true};
-// K from here takes the core; shorter K stays on the wgmma family's persistent short-K tile. On an
-// H200 (bench/NOTES.md item 183) the core's 128 x 256 tile ran 1.02-1.08x torch at K = 80-256 where
-// the short-K tile ran 0.85-0.98x (16-bit; TF32 x @ W^T 0.94-1.09x against 0.73-0.91x at K = 128-256,
-// 1.07x against 1.11x at K = 96); at K = 64 the short-K tile stays ahead on large outputs (smallK
-// 1.22x against 1.02x).
+// TF32 from this K takes the core; shorter K stays on the wgmma family's persistent short-K tile. On
+// an H200 (bench/NOTES.md item 183) TF32 x @ W^T ran 0.94-1.09x torch on the core at K = 128-256
+// against the short-K tile's 0.73-0.91x (1.07x against 1.11x at K = 96), 16-bit 1.02-1.08x against
+// 0.85-0.98x at K = 80-256. 16-bit operands take the core at any K, where kCoreShortKMaxRounds and
+// the plan's fit allow.
 constexpr int64_t kCoreMinK = 65;
+// 16-bit products of one K tile (K <= 64) stay on the core up to this many rounds of its tiles over
+// the GPU; past that the short-K tile's writes, streamed from three buffers a warpgroup, win. On an
+// H200 (item 183) 128 x 256 ran 1.02-1.13x torch against the short-K tile's 0.96-1.11x on outputs
+// of 6-8 rounds (50-67 MB: attention's 96 x 512 x 64 x 512 among them), level at 11.6, and 1.03-1.04x
+// against 1.10-1.18x at 15.5 and 62 (8192^2, 16384^2). Smaller outputs fail the plan's fit and stay
+// on the short-K tile too.
+constexpr int64_t kCoreShortKMaxRounds = 12;
 // The ping-pong tile hides one warpgroup's epilogue behind the other's K loop, which at this many K
 // tiles or fewer is too short to: there the cooperative tiles ran 1-11% faster (item 183), and the
 // rule leaves the ping-pong tile out.
@@ -38,9 +45,9 @@ constexpr int64_t kCorePingPongMaxShortKTiles = 4;
 int core_bk(const GemmProblem& p);
 
 // The core takes 16-bit operands, and float32 ones for TF32 products with both operands K-major (A
-// row-major, B column-major: x @ W^T), whose tensor maps fit (16-byte aligned starts, leading
-// dimensions and batch strides; coordinates within 32 bits) and K past the short-K tile's range,
-// and any forced core tile (whose launch says what the operands lack).
+// row-major, B column-major: x @ W^T) from K = kCoreMinK, whose tensor maps fit (16-byte aligned
+// starts, leading dimensions and batch strides; coordinates within 32 bits), and any forced core
+// tile (whose launch says what the operands lack).
 bool core_takes(const GemmProblem& p);
 
 struct CorePlan {
@@ -51,7 +58,7 @@ struct CorePlan {
   int max_parts;      // most K ranges a stream-K tile is cut into
   int group_rows;     // row tiles per group of the walk
   bool fits;          // whether the core should run it (else the wgmma family of its type)
-  std::string why;
+  std::string why;    // why this plan, or why not the core
 };
 
 // For each tile and cluster: the time of whole tiles in waves over the clusters, each at the tile's
@@ -63,7 +70,7 @@ struct CorePlan {
 // workspace costs). The fastest estimate wins. Shares under kMinShare K tiles are not tried (a
 // range that short is mostly pipeline fill), nor workspaces past kMaxWorkspace. A plan slower than
 // kMaxSlowdown times the GPU's whole rate does not fit (a tile or two over a very long K: the wgmma
-// family's K slices run it). No split for accuracy: a float32 sum of any K stays far below the
+// family's K slices run it), nor one of a single 16-bit K tile past kCoreShortKMaxRounds rounds. No split for accuracy: a float32 sum of any K stays far below the
 // 16-bit output's rounding, and below TF32's rounding of the inputs. A forced split count S (splits_override) runs every tile by stream-K
 // over S times as many clusters as tiles (at most the GPU's): K cut into about S ranges.
 CorePlan plan_core(const GemmProblem& p, int num_sms);
