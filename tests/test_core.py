@@ -69,9 +69,15 @@ def test_dispatcher_sends_aligned_16bit_products_to_the_core(layout):
 
 
 def test_other_problems_keep_their_paths():
-    """Short K keeps the persistent short-K tile; unaligned lines the residue-class and window paths."""
-    a, b = operands(4096, 64, 4096, "nn", torch.bfloat16, "cuda")
-    assert CORE not in tiledmm.explain(a, b)
+    """A single K tile over many rounds of the core's tiles keeps the persistent short-K tile (8192^2 x
+    64: 16 rounds of 128 x 256), over a few the core takes it (attention's 96 x 512 x 64 x 512: 6);
+    unaligned lines keep the residue-class and window paths."""
+    text = tiledmm.explain(*operands(8192, 64, 8192, "nn", torch.bfloat16, "cuda"))
+    assert "not the Hopper GEMM core" in text and "the short-K tile streams faster" in text
+    assert "Hopper GEMM core (wgmma" not in text and "why: short K" in text
+    a, b = operands(512, 64, 512, "nt", torch.bfloat16, "cuda", batch=(96,))
+    assert "Hopper GEMM core (wgmma" in tiledmm.explain(a, b)
+    check_against_reference(tiledmm.matmul(a, b), a, b)
     a, b = operands(1000, 1001, 1003, "nn", torch.bfloat16, "cuda")
     assert CORE not in tiledmm.explain(a, b)
     out = tiledmm.matmul(a, b)
