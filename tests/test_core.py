@@ -14,7 +14,7 @@ from _util import (HOPPER_ONLY, LAYOUTS, PRECISION_CODES, check_against_referenc
 pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
 
-CORE = "Hopper GEMM core"
+CORE = "Hopper GEMM core (wgmma"  # the core's kernel line (a plan it gives back says "not the Hopper GEMM core")
 # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160; 128 x 128 ping-pong
 CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11]
 HALF_DTYPES = [torch.float16, torch.bfloat16]
@@ -74,9 +74,9 @@ def test_other_problems_keep_their_paths():
     unaligned lines keep the residue-class and window paths."""
     text = tiledmm.explain(*operands(8192, 64, 8192, "nn", torch.bfloat16, "cuda"))
     assert "not the Hopper GEMM core" in text and "the short-K tile streams faster" in text
-    assert "Hopper GEMM core (wgmma" not in text and "why: short K" in text
+    assert CORE not in text and "why: short K" in text
     a, b = operands(512, 64, 512, "nt", torch.bfloat16, "cuda", batch=(96,))
-    assert "Hopper GEMM core (wgmma" in tiledmm.explain(a, b)
+    assert CORE in tiledmm.explain(a, b)
     check_against_reference(tiledmm.matmul(a, b), a, b)
     a, b = operands(1000, 1001, 1003, "nn", torch.bfloat16, "cuda")
     assert CORE not in tiledmm.explain(a, b)

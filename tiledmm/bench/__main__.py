@@ -268,8 +268,8 @@ def run_products(args, device):
     if args.suite == "reference":
         return fields, [table(rows)], timed
     fields.update(suite=args.suite, summary=speedup_summary(rows))
-    return (fields, [table(rows), f"speedup (torch ms / tiledmm ms) per {'model' if args.suite == 'models' else 'dtype'}:\n" + summary_table(fields["summary"])],
-            f"-{args.suite}" + timed)
+    heading = f"speedup (torch ms / tiledmm ms) per {'model' if args.suite == 'models' else 'dtype'}:\n"
+    return fields, [table(rows), heading + summary_table(fields["summary"])], f"-{args.suite}" + timed
 
 
 def run_host(args, device):

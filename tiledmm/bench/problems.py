@@ -74,10 +74,10 @@ MODEL_PROBLEMS = model_problems()
 CPU_MODEL_PROBLEMS = model_problems(divisor=64, tokens=64, attention=(2, 16, 8))
 
 
-def short_k_problems(shapes, suite="short-k"):
+def short_k_problems(shapes):
     """Products whose K is a few K tiles (the output's writes weigh as much as the products): each
     (batch, m, k, n, layout) as a row named by its K, shape and layout."""
-    return [Problem(f"k{k}.{'%dx' % batch if batch > 1 else ''}{m}x{n}.{layout}", m, k, n, layout, batch, suite)
+    return [Problem(f"k{k}.{f'{batch}x' if batch > 1 else ''}{m}x{n}.{layout}", m, k, n, layout, batch, "short-k")
             for batch, m, k, n, layout in shapes]
 
 

@@ -37,8 +37,8 @@ namespace tiledmm {
 // per SM: smallK (K = 64) 1.07x torch against 0.81x (0.99-1.08x in the four layouts), K = 16
 // 0.92-0.99x against 0.80-0.85x, K = 32 0.90-0.99x against 0.73-0.79x, K = 128 0.88x against
 // 0.70x, K = 256 0.66x against 0.62-0.64x (bench/NOTES.md item 86); the writing by warpgroup,
-// 1.10-1.12x at smallK, 0.96x at K = 32 (item 87). Aligned operands past K = 64 run on the Hopper
-// GEMM core instead (kCoreMinK, item 183).
+// 1.10-1.12x at smallK, 0.96x at K = 32 (item 87). Aligned operands run on the Hopper GEMM core
+// instead past K = 64, and at one K tile on outputs of up to kCoreShortKMaxRounds rounds (item 183).
 template <class Input>
 struct WgmmaTileTable {  // fp16, bf16
   using T = typename Input::T;
