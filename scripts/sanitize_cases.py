@@ -68,11 +68,11 @@ def cases(only=None):
         itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes))
     # The dispatcher's plan at short K (tile "core"): the core for aligned 16-bit operands (one K tile,
     # partial, over 6 rounds of tiles: kCoreShortKMaxRounds) and TF32 x @ W^T past K = 64 (kCoreMinK),
-    # at K of one to four K tiles (cooperative tiles: kCorePingPongMaxShortKTiles).
+    # at K of one to seven K tiles, over outputs that fill the GPU (smaller ones fail the plan's fit).
     short_k_core = itertools.chain(
         itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True],
-                          [(1, 136, 72, 264), (3, 40, 200, 72), (96, 512, 56, 512)]),
-        itertools.product([False], ["core"], [1], PATHS[2:3], [False], [True], [(1, 136, 72, 264), (3, 40, 200, 72)]))
+                          [(3, 1032, 136, 1032), (1, 1032, 200, 2056), (96, 512, 56, 512)]),
+        itertools.product([False], ["core"], [1], PATHS[2:3], [False], [True], [(3, 1032, 136, 1032), (1, 1032, 200, 2056)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],

@@ -61,9 +61,10 @@ def test_ping_pong_warpgroups_take_turns(k, layout):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_dispatcher_sends_aligned_16bit_products_to_the_core(layout):
-    a, b = operands(520, 1032, 264, layout, torch.bfloat16, "cuda")
+    # An output of 90 tiles or more: smaller ones leave most of the GPU idle and keep the wgmma family.
+    a, b = operands(1048, 1032, 1160, layout, torch.bfloat16, "cuda")
     assert CORE in tiledmm.explain(a, b)
-    out, reused = poisoned(lambda: tiledmm.matmul(a, b), (520, 264), torch.bfloat16, "cuda")
+    out, reused = poisoned(lambda: tiledmm.matmul(a, b), (1048, 1160), torch.bfloat16, "cuda")
     assert reused
     check_against_reference(out, a, b)
 
@@ -190,11 +191,11 @@ def test_tf32_even_cuts_and_broadcast_batch(tile, splits):
 def test_dispatcher_sends_tf32_x_w_t_to_the_core(layout):
     """TF32 takes the core where both operands are K-major (nt); the other layouts keep the TF32
     wgmma family, whose producer transposes an MN-major B (wgmma reads TF32 K-major only)."""
-    a, b = operands(520, 1032, 264, layout, torch.float32, "cuda")
+    a, b = operands(1048, 1032, 1160, layout, torch.float32, "cuda")
     text = tiledmm.explain(a, b, precision="tf32")
     assert (CORE in text) == (layout == "nt"), text
     assert CORE not in tiledmm.explain(a, b, precision="highest")
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), (520, 264), torch.float32, "cuda")
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), (1048, 1160), torch.float32, "cuda")
     check_tf32_product(out, a, b)
 
 
@@ -226,7 +227,7 @@ def test_forced_core_tiles_say_what_is_wrong():
 
 # x @ W^T with a bias: one tile's rows and columns with ragged edges, several, and a small output
 # over a long K (GPT-2's weight gradients' shape), which stream-K's ranges share.
-BIAS_SHAPES = [(40, 264, 72), (1032, 520, 776), (768, 8192, 768)]
+BIAS_SHAPES = [(1048, 1032, 1160), (1032, 520, 776), (768, 8192, 768)]  # ping-pong, 128 x 64, stream-K
 BIAS_PRECISIONS = ["bfloat16", "float16", "tf32"]
 
 
