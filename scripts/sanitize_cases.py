@@ -59,20 +59,22 @@ def cases(only=None):
     scaled_split = itertools.product([False], [None], [1], [(torch.float32, 3, 1e-5)], [False, True], [False, True],
                                      [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
     # The Hopper GEMM core (tiles 4-11, 16-bit operands with 16-byte aligned lines in every layout, TF32
-    # with both operands K-major; 7 and 8 in clusters of two): ragged edges on every side, K over
-    # several stages and in slices, a batch and a persistent walk of more work items than SMs (140
-    # matrices).
+    # with A row-major: B column-major, or row-major computed transposed with A through registers on
+    # tiles 4-10; 7 and 8 in clusters of two): ragged edges on every side, K over several stages and
+    # in slices, a batch and a persistent walk of more work items than SMs (140 matrices).
     core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24)]
     core = itertools.chain(
         itertools.product([False], range(4, 12), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
-        itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes))
+        itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes),
+        itertools.product([False], range(4, 11), [1, 3], PATHS[2:3], [False], [False], core_shapes))
     # The dispatcher's plan at short K (tile "core"): the core for aligned 16-bit operands (one K tile,
     # partial, over 6 rounds of tiles: kCoreShortKMaxRounds) and TF32 x @ W^T past K = 64 (kCoreMinK),
     # at K of one to seven K tiles, over outputs that fill the GPU (smaller ones fail the plan's fit).
     short_k_core = itertools.chain(
         itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True],
                           [(3, 1032, 136, 1032), (1, 1032, 200, 2056), (96, 512, 56, 512)]),
-        itertools.product([False], ["core"], [1], PATHS[2:3], [False], [True], [(3, 1032, 136, 1032), (1, 1032, 200, 2056)]))
+        itertools.product([False], ["core"], [1], PATHS[2:3], [False], [False, True],
+                          [(3, 1032, 136, 1032), (1, 1032, 200, 2056)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],

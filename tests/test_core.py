@@ -1,5 +1,5 @@
-"""The Hopper GEMM core (gemm_core_sm90.cuh; 16-bit operands in every layout, TF32 with both
-operands K-major): every tile (with and without clusters), layout and cut of K into stream-K ranges
+"""The Hopper GEMM core (gemm_core_sm90.cuh; 16-bit operands in every layout, TF32 with A
+row-major, B row-major computed transposed with A through registers): every tile (with and without clusters), layout and cut of K into stream-K ranges
 (the operator's `splits`; even cuts where the clusters are a multiple of the tiles) at shapes whose
 edges fall inside a tile, batches (broadcast ones too), persistent walks of more work items than
 SMs, and the dispatcher's rule for which problems it takes and how."""
@@ -166,34 +166,48 @@ def test_model_layer_products(dtype):
         check_against_reference(out, a, b)
 
 
+PING_PONG = 11  # the core's ping-pong tile, which reads TF32 A from shared memory only
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("tile", CORE_TILES)
 @pytest.mark.parametrize("splits", [1, 3, 7])
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_every_tf32_core_variant(m, k, n, splits, tile):
-    """TF32 on the core: x @ W^T (both operands K-major, the one layout wgmma reads TF32 in), each
-    operand rounded to nearest TF32 by the TMA, on every tile and cut of K."""
-    a, b = operands(m, k, n, "nt", torch.float32, "cuda", batch=(3,))
+def test_every_tf32_core_variant(m, k, n, splits, tile, layout):
+    """TF32 on the core, each operand rounded to nearest TF32 by the TMA, on every tile and cut of K:
+    x @ W^T (both operands K-major, as wgmma reads TF32 from shared memory), and dy @ W (B
+    row-major) computed as C^T = W^T dy^T, its A (W's memory, MN-major) read into the math warps'
+    registers and its result written transposed."""
+    if layout == "nn" and tile == PING_PONG:
+        pytest.skip("the ping-pong tile takes x @ W^T only (test_forced_core_tiles_say_what_is_wrong)")
+    a, b = operands(m, k, n, layout, torch.float32, "cuda", batch=(3,))
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, TF32), (3, m, n), torch.float32, "cuda")
     check_tf32_product(out, a, b)
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["x_wt", "dy_w"])
 @pytest.mark.parametrize("tile", CORE_TILES)
 @pytest.mark.parametrize("splits", [2, 5, 8])
-def test_tf32_even_cuts_and_broadcast_batch(tile, splits):
-    """TF32 K cut evenly into 2-8 ranges a tile, over a batch whose W is broadcast (stride 0)."""
+def test_tf32_even_cuts_and_broadcast_batch(tile, splits, transposed):
+    """TF32 K cut evenly into 2-8 ranges a tile, over a batch whose W is broadcast (stride 0): x @ W^T,
+    and dy @ W (computed transposed: the broadcast operand is then the product's A)."""
+    if transposed and tile == PING_PONG:
+        pytest.skip("the ping-pong tile takes x @ W^T only")
     a = torch.randn(2, 264, 4104, device="cuda")
-    b = torch.randn(1, 136, 4104, device="cuda").expand(2, 136, 4104).mT
+    w = torch.randn(1, 4104, 136, device="cuda") if transposed else torch.randn(1, 136, 4104, device="cuda").mT
+    b = w.expand(2, 4104, 136)
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, TF32), (2, 264, 136), torch.float32, "cuda")
     check_tf32_product(out, a, b)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_dispatcher_sends_tf32_x_w_t_to_the_core(layout):
-    """TF32 takes the core where both operands are K-major (nt); the other layouts keep the TF32
-    wgmma family, whose producer transposes an MN-major B (wgmma reads TF32 K-major only)."""
+    """TF32 takes the core where A is row-major: x @ W^T (nt) as it is, dy @ W (nn) as C^T = B^T A^T;
+    the other layouts (an MN-major A) keep the TF32 wgmma family (wgmma reads TF32 K-major only)."""
     a, b = operands(1048, 1032, 1160, layout, torch.float32, "cuda")
     text = tiledmm.explain(a, b, precision="tf32")
-    assert (CORE in text) == (layout == "nt"), text
+    assert (CORE in text) == (layout in ("nt", "nn")), text
+    assert ("written transposed" in text) == (layout == "nn"), text
     assert CORE not in tiledmm.explain(a, b, precision="highest")
     out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32"), (1048, 1160), torch.float32, "cuda")
     check_tf32_product(out, a, b)
@@ -212,17 +226,20 @@ def test_tf32_linear_layer_with_a_wide_output():
 
 def test_forced_core_tiles_say_what_is_wrong():
     """A core tile index past the core's, a core tile forced on operands its tensor maps cannot
-    read (rows of 33 bf16 elements: 66 bytes apart), and one forced on TF32 operands that are not
-    both K-major are refused with errors that say so."""
+    read (rows of 33 bf16 elements: 66 bytes apart), and forced on TF32 operands with A column-major,
+    or the ping-pong tile on a row-major B, are refused with errors that say so."""
     a, b = operands(40, 264, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match=f"out of range: the Hopper GEMM core's tiles are 4 ... {CORE_TILES[-1]}"):
         ops._bmm_with_config(a, b, CORE_TILES[-1] + 1, 1, 0)
     a, b = operands(40, 33, 72, "nn", torch.bfloat16, "cuda", batch=(2,))
     with pytest.raises(RuntimeError, match="16-byte aligned"):
         ops._bmm_with_config(a, b, 4, 1, 0)
-    a, b = operands(40, 264, 72, "nn", torch.float32, "cuda", batch=(2,))
-    with pytest.raises(RuntimeError, match="reads TF32 operands K-major only: A row-major and B column-major"):
+    a, b = operands(40, 264, 72, "tn", torch.float32, "cuda", batch=(2,))
+    with pytest.raises(RuntimeError, match="reads TF32 operands with A row-major only"):
         ops._bmm_with_config(a, b, 4, 1, TF32)
+    a, b = operands(40, 264, 72, "nn", torch.float32, "cuda", batch=(2,))
+    with pytest.raises(RuntimeError, match="ping-pong tile.* reads TF32 operands K-major only: B column-major"):
+        ops._bmm_with_config(a, b, PING_PONG, 1, TF32)
 
 
 # x @ W^T with a bias: one tile's rows and columns with ragged edges, several, and a small output
@@ -240,6 +257,15 @@ def _bias_operands(m, k, n, precision):
 def test_bias_shapes_take_whole_tiles_and_stream_k():
     texts = [ops._explain(*_bias_operands(m, k, n, "bfloat16")) for m, k, n in BIAS_SHAPES]
     assert any("stream-K: " in t for t in texts) and any("stream-K: " not in t for t in texts), texts
+
+
+def test_tf32_dy_w_with_a_bias_is_summed_once():
+    """dy @ W plus a bias in TF32 (B row-major): the core computes such a product transposed, where
+    its epilogue has no bias, so the wgmma family runs it and adds the bias."""
+    a, b = operands(1048, 1032, 1160, "nn", torch.float32, "cuda")
+    bias = torch.randn(1160, device="cuda") * 1032**0.5
+    out, _ = poisoned(lambda: ops._gemm_nd(a, b, False, False, bias, TF32), (1048, 1160), torch.float32, "cuda")
+    check_tf32_product(out - bias, a, b)
 
 
 @pytest.mark.parametrize("precision", BIAS_PRECISIONS)

@@ -26,7 +26,8 @@ SHORT_K_MAX_ROUNDS = 12  # rounds of tiles a single 16-bit K tile runs on the co
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    """plan(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0) -> (the plan, the tile table)."""
+    """plan(problems) -> (the tile table, the plans); dtype "f32t": TF32 run transposed, A through
+    registers (dy @ W), the others x @ W^T."""
     driver = str(tmp_path_factory.mktemp("core_rule") / "plan_driver")
     subprocess.run([COMPILER, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "tests", "core_rule"),
                     "-I", os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tests", "core_rule", "plan_driver.cpp"),
@@ -48,7 +49,7 @@ def problem(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0):
 GRID = [problem(m, n, k, batch, dtype, sms)
         for m, n, k, batch, dtype, sms in itertools.product(
             [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [33, 64, 65, 200, 257, 768, 4097, 8192, 65536],
-            [1, 3], ["bf16", "f32"], [132, 114, 78])]
+            [1, 3], ["bf16", "f32", "f32t"], [132, 114, 78])]
 # Outputs of a few 128 x 64 tiles over a very long K: the most ranges a tile (kMaxParts) binds there.
 GRID += [problem(m, n, 65536, 1, dtype) for m, n, dtype in itertools.product([128, 200, 384], [256, 512], ["bf16", "f32"])]
 
@@ -58,14 +59,15 @@ def check_runnable(p, c, table):
     m, n, k, batch, dtype, sms, forced_tile, forced_splits = p
     bn, cluster = table["bn"][c["tile"]], table["cluster"][c["tile"]]
     rows = table["bm"] * cluster
-    m_tiles, k_tiles = math.ceil(m / rows), math.ceil(k / (32 if dtype == "f32" else 64))
+    m_tiles, k_tiles = math.ceil(m / rows), math.ceil(k / (32 if dtype.startswith("f32") else 64))
     gpu = max(1, sms // cluster)
     assert c["tiles"] == m_tiles * math.ceil(n / bn) * batch, (p, c)
     assert 1 <= c["group_rows"] <= m_tiles, (p, c)
     assert 1 <= c["clusters"] <= gpu, (p, c)
     if forced_tile < 0 and table["pingpong"][c["tile"]]:
         assert k_tiles > PING_PONG_MAX_SHORT_K_TILES, (p, c)  # too short a K loop to hide an epilogue behind
-    if forced_tile < 0 and dtype != "f32" and k_tiles == 1 and c["fits"]:
+        assert dtype != "f32t", (p, c)  # no room for A's registers
+    if forced_tile < 0 and not dtype.startswith("f32") and k_tiles == 1 and c["fits"]:
         assert math.ceil(c["tiles"] / c["clusters"]) <= SHORT_K_MAX_ROUNDS, (p, c)  # else the short-K tile's
     if c["dp_tiles"] == c["tiles"]:  # whole tiles
         assert c["clusters"] == min(gpu, c["tiles"]), (p, c)
@@ -145,3 +147,16 @@ def test_measured_cases_keep_their_plans(plan):
     assert attention_k64["fits"] and table["bn"][attention_k64["tile"]] == 256, attention_k64
     assert not table["pingpong"][attention_k64["tile"]], attention_k64
     assert not large_k64["fits"] and not small_k["fits"], (large_k64, small_k)
+
+
+def test_tf32_through_registers_takes_the_wide_tiles(plan):
+    """TF32 dy @ W, run as its transpose with A through registers (item 185, H200): 128 x 192 where
+    its whole tiles fill the rounds that 128 x 256's leave part idle (GPT-2's data gradients: 768 x
+    8192 outputs), 128 x 256 where both fill them alike, never the ping-pong tile."""
+    table, plans = plan([problem(768, 8192, k, dtype="f32t") for k in (768, 3072, 50304)] +
+                        [problem(1536, 4096, 8192, dtype="f32t"), problem(4096, 4096, 4096, dtype="f32t"),
+                         problem(3072, 8192, 768, dtype="f32t")])
+    for c in plans[:4]:
+        assert table["bn"][c["tile"]] == 192 and table["cluster"][c["tile"]] == 1 and c["dp_tiles"] == c["tiles"], c
+    for c in plans[4:]:
+        assert table["bn"][c["tile"]] == 256 and not table["pingpong"][c["tile"]], c

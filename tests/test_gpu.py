@@ -305,15 +305,15 @@ PERSISTENT_PATHS = [(torch.float32, p) for p in ("ieee", "tf32", "3xtf32")] + [
 def runs_persistent(dtype, precision, layout, m, k, n):
     """Whether Hopper's dispatcher picks a persistent short-K tile for these operands (contiguous, as
     operands() makes them); past K = 64 the Hopper GEMM core takes 16-byte aligned 16-bit operands,
-    and TF32 ones in x @ W^T's layout (at K <= 64 it takes 16-bit outputs of 6-12 rounds of its tiles,
-    larger than these)."""
+    and TF32 ones with A row-major (x @ W^T, and dy @ W computed transposed; at K <= 64 it takes
+    16-bit outputs of 6-12 rounds of its tiles, larger than these)."""
     lines_a = k if layout[0] == "n" else m  # the unit-stride extent of each stored operand
     lines_b = n if layout[1] == "n" else k
     if dtype != torch.float32:  # 16-byte loads (8 elements), K <= 64
         return lines_a % 8 == 0 and lines_b % 8 == 0 and k <= 64
     if precision == "ieee":  # the register tile's place: B row-major, 16-byte loads, K <= 64, a tensor map
         return layout in ("nn", "tn") and n % 4 == 0 and lines_a % 4 == 0 and k <= 64
-    if precision == "tf32" and layout == "nt" and lines_a % 4 == 0 and lines_b % 4 == 0 and k > 64:
+    if precision == "tf32" and layout in ("nt", "nn") and lines_a % 4 == 0 and lines_b % 4 == 0 and k > 64:
         return False  # the core's
     return precision == "tf32" or layout != "tn"
 

@@ -1,7 +1,8 @@
 // Prints the Hopper GEMM core's plan (plan_core, gemm_core_plan.cpp) for each problem read from
 // standard input, one JSON object a line, so that tests/test_core_rule.py can check the rule on a
-// machine without a GPU. Input lines: m n k batch dtype(bf16|f16|f32) num_sms tile_override
-// splits_override. The first output line gives the core's tile table.
+// machine without a GPU. Input lines: m n k batch dtype(bf16|f16|f32|f32t) num_sms tile_override
+// splits_override; f32t: TF32 run transposed (A MN-major, through registers), the others x @ W^T. The
+// first output line gives the core's tile table.
 #include <iostream>
 #include <string>
 
@@ -22,7 +23,8 @@ int main() {
   int sms = 0;
   while (std::cin >> p.m >> p.n >> p.k >> p.batch >> dtype >> sms >> p.tile_override >> p.splits_override) {
     using torch::headeronly::ScalarType;
-    p.dtype = dtype == "f32" ? ScalarType::Float : dtype == "f16" ? ScalarType::Half : ScalarType::BFloat16;
+    p.dtype = dtype.rfind("f32", 0) == 0 ? ScalarType::Float : dtype == "f16" ? ScalarType::Half : ScalarType::BFloat16;
+    p.a.row_major = dtype != "f32t";
     const CorePlan c = plan_core(p, sms);
     std::cout << "{\"tile\": " << c.tile << ", \"tiles\": " << c.tiles << ", \"dp_tiles\": " << c.dp_tiles
               << ", \"clusters\": " << c.clusters << ", \"max_parts\": " << c.max_parts

@@ -94,8 +94,8 @@ void with_family(const GemmProblem& p, const DeviceLimits& device, F&& f) {
         return f(MmaFamily<Split3xTf32Math>{}, "precision 3xtf32: float32 accuracy on TF32 tensor cores");
       case Precision::kTf32:
         if (device.wgmma && core_takes(p))
-          return f(CorePath<float>{}, "precision tf32: inputs rounded to TF32; both operands K-major (x @ W^T), "
-                                      "16-byte aligned, K > " + std::to_string(kCoreMinK - 1) +
+          return f(CorePath<float>{}, "precision tf32: inputs rounded to TF32; A row-major (x @ W^T, or dy @ W "
+                                      "computed transposed), 16-byte aligned, K > " + std::to_string(kCoreMinK - 1) +
                                       ": the Hopper GEMM core");
         if (device.wgmma) return f(WgmmaTf32Family{}, "precision tf32: inputs rounded to TF32");
         return f(MmaFamily<Tf32Math>{}, "precision tf32: inputs rounded to TF32");

@@ -29,15 +29,20 @@ struct CoreLaunch {
   using TileOf = CoreTile<kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex]>;
 
   // An operand's map: a K-major one has lines of k elements and boxes of BK by the tile's lines; an
-  // MN-major one lines of its m (or n) elements and boxes of one 64-element column block by BK lines.
+  // MN-major one lines of its m (or n) elements and boxes of one 128-byte column block (BK elements)
+  // by BK lines.
   static TensorMap operand_map(const MatrixOperand& x, bool k_major, int64_t extent, int64_t k, int64_t batch,
                                int tile_lines) {
     const T* data = static_cast<const T*>(x.data);
     return k_major ? make_operand_map(data, k, extent, batch, x.ld, x.batch_stride, kBK, tile_lines, kType,
                                       CU_TENSOR_MAP_SWIZZLE_128B)
-                   : make_operand_map(data, extent, k, batch, x.ld, x.batch_stride, 64, kBK, kType,
+                   : make_operand_map(data, extent, k, batch, x.ld, x.batch_stride, kBK, kBK, kType,
                                       CU_TENSOR_MAP_SWIZZLE_128B);
   }
+  // The problem as the core runs it: TF32 with B row-major (MN-major, which wgmma cannot read) as
+  // C^T = B^T A^T, whose A (B's memory, MN-major) the math warps read into registers; its result is
+  // written transposed, which is C row-major.
+  static GemmProblem as_run(const GemmProblem& p) { return kTf32 && p.b.row_major ? transposed(p) : p; }
   // A K-major B's box: the lines of one block's part of the tile (clusters share it).
   static OperandMaps maps(const GemmProblem& p, int tile) {
     return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, kCoreBM),
@@ -80,27 +85,34 @@ struct CoreLaunch {
   }
 
   // A forced core tile (kCoreTileBase + index) must name one of the core's, and TF32 operands it
-  // can read.
+  // can read (as_run: A row-major; B row-major only on the cooperative tiles).
   static void check_forced_tile(const GemmProblem& p) {
     STD_TORCH_CHECK(p.tile_override < kCoreTileBase + kCoreTiles, "tiledmm: tile index ", p.tile_override,
                     " out of range: the Hopper GEMM core's tiles are ", kCoreTileBase, " ... ",
                     kCoreTileBase + kCoreTiles - 1);
-    STD_TORCH_CHECK(!kTf32 || (p.a.row_major && !p.b.row_major), "tiledmm: tile ", p.tile_override,
-                    " (the Hopper GEMM core's) reads TF32 operands K-major only: A row-major and B column-major "
-                    "(x @ W^T); wgmma reads TF32 from shared memory in no other layout");
+    STD_TORCH_CHECK(!kTf32 || p.a.row_major, "tiledmm: tile ", p.tile_override,
+                    " (the Hopper GEMM core's) reads TF32 operands with A row-major only (x @ W^T, or A @ B "
+                    "computed as B^T A^T); wgmma reads TF32 from shared memory K-major only");
+    STD_TORCH_CHECK(!kTf32 || !p.b.row_major || p.tile_override < kCoreTileBase ||
+                        !kCorePingPong[p.tile_override - kCoreTileBase],
+                    "tiledmm: tile ", p.tile_override, " (the Hopper GEMM core's ping-pong tile) reads TF32 operands "
+                    "K-major only: B column-major (x @ W^T)");
+    STD_TORCH_CHECK(!kTf32 || !p.b.row_major || p.bias == nullptr,
+                    "tiledmm: internal error: the Hopper GEMM core adds no bias to a transposed TF32 product");
   }
 
-  static void run(const GemmProblem& p, cudaStream_t stream, const DeviceLimits& device) {
-    check_forced_tile(p);
+  static void run(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device) {
+    check_forced_tile(problem);
+    const GemmProblem p = as_run(problem);
     const CorePlan plan = plan_core(p, device.num_sms);
-    if (!plan.fits) return run_family<Fallback>(p, stream, device);
+    if (!plan.fits) return run_family<Fallback>(problem, stream, device);
     const OperandMaps operand_maps = maps(p, plan.tile);
     // core_takes checked what the maps need; a driver without the encoder leaves them invalid.
     if (!operand_maps.a.valid || !operand_maps.b.valid) {
       STD_TORCH_CHECK(p.tile_override < 0, "tiledmm: tile ", p.tile_override,
                       " (the Hopper GEMM core's) reads its operands by tensor maps, which need 16-byte aligned "
                       "starts, leading dimensions and batch strides and a driver that encodes them");
-      return run_family<Fallback>(p, stream, device);
+      return run_family<Fallback>(problem, stream, device);
     }
     T* const out = static_cast<T*>(p.c);
     GemmArgs<T, T> args{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data), out, p.a.ld, p.b.ld,
@@ -129,25 +141,38 @@ struct CoreLaunch {
       constexpr int kIndex = decltype(index)::value;
       using Tile = TileOf<kIndex>;
       constexpr int kRows = Tile::BM * Tile::kCluster;
-      const TensorMap output_map = make_output_map(out, p.n, p.m, p.batch, 64, 1, Tile::Pass::kChunkBytes);
+      // C's lines: its rows, n outputs long (transposed: m, whole 128-byte chunks of a pass's lines).
+      const TensorMap output_map = p.c_transposed ? make_output_map(out, p.m, p.n, p.batch, Tile::Pass::kLines)
+                                                  : make_output_map(out, p.n, p.m, p.batch, 64, 1, Tile::Pass::kChunkBytes);
       const CoreWalk walk{static_cast<int>((p.m + kRows - 1) / kRows), static_cast<int>((p.n + Tile::BN - 1) / Tile::BN),
                           plan.group_rows, static_cast<int>(k_tiles), plan.dp_tiles,
                           (plan.tiles - plan.dp_tiles) * k_tiles};
-      auto run_layout = [&](auto a_k_major, auto b_k_major) {
-        constexpr auto kKernel = gemm_core_kernel<T, Tile, decltype(a_k_major)::value, decltype(b_k_major)::value>;
+      auto run_layout = [&](auto a_k_major, auto b_k_major, auto transposed_out) {
+        constexpr auto kKernel = gemm_core_kernel<T, Tile, decltype(a_k_major)::value, decltype(b_k_major)::value,
+                                                  decltype(transposed_out)::value>;
         launch<kKernel, Tile>(plan.clusters * cluster, stream, args, operand_maps, output_map, walk, ws);
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       };
-      // TF32: both K-major (core_takes, check_forced_tile).
-      if constexpr (kTf32) run_layout(std::true_type{}, std::true_type{});
-      else with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b); }); });
+      const std::false_type no;
+      // TF32: B K-major, A K-major or (transposed products, not on the ping-pong tile: plan_core,
+      // check_forced_tile) MN-major.
+      if constexpr (kTf32 && Tile::kPingPong) {
+        STD_TORCH_CHECK(!p.c_transposed, "tiledmm: internal error: a transposed TF32 product on the ping-pong tile");
+        run_layout(std::true_type{}, std::true_type{}, no);
+      } else if constexpr (kTf32) {
+        with_bool(p.c_transposed, [&](auto t) {
+          run_layout(std::bool_constant<!decltype(t)::value>{}, std::true_type{}, t);
+        });
+      }
+      else with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
     });
   }
 
-  static std::string describe(const GemmProblem& p, const DeviceLimits& device) {
-    check_forced_tile(p);
+  static std::string describe(const GemmProblem& problem, const DeviceLimits& device) {
+    check_forced_tile(problem);
+    const GemmProblem p = as_run(problem);
     const CorePlan plan = plan_core(p, device.num_sms);
-    if (!plan.fits) return describe_family<Fallback>(p, device) + "; not the Hopper GEMM core: " + plan.why;
+    if (!plan.fits) return describe_family<Fallback>(problem, device) + "; not the Hopper GEMM core: " + plan.why;
     const int bn = kCoreBN[plan.tile];
     std::ostringstream s;
     s << "kernel: "
@@ -171,10 +196,13 @@ struct CoreLaunch {
       << " tiles in groups of " << plan.group_rows
       << " row tiles (L2 reuse); each tile's result leaves shared memory by bulk tensor copies while the "
          "next tile computes\n";
+    if (p.c_transposed)
+      s << "computed as C^T = B^T A^T (wgmma reads TF32 B K-major only), its " << p.m << " x " << p.n
+        << " result written transposed into C\n";
     s << "loads: both operands' tiles by bulk tensor copies (TMA, 128-byte swizzle), "
       << (p.a.row_major ? "A K-major" : "A MN-major") << ", " << (p.b.row_major ? "B MN-major" : "B K-major")
-      << (kTf32 ? " (each through a TFLOAT32 tensor map, which rounds every element to nearest TF32)\n"
-                : " (wgmma reads either)\n");
+      << (kTf32 ? " (each through a TFLOAT32 tensor map, which rounds every element to nearest TF32)" : " (wgmma reads either)")
+      << (kTf32 && !p.a.row_major ? "; A's fragments from shared memory into the math warps' registers\n" : "\n");
     if (plan.dp_tiles < plan.tiles)
       s << "stream-K: " << plan.tiles - plan.dp_tiles << " of the " << plan.tiles
         << " tiles' K tiles shared evenly by the clusters (K split into up to " << plan.max_parts

@@ -26,6 +26,12 @@ namespace {
 // core_sweep's 22 shapes, it also took Llama-3-8B's products, whose suite then read 1-4% lower on
 // the 4096-wide outputs and 2-4% higher on the widest (4096 x 4096 x 28672 and 128256).
 constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95};
+// The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
+// each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
+// bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85
+// of 128 x 256, 128 x 64 at 0.5), while 128 x 192 runs as fast as 128 x 256 (768 x 8192 outputs:
+// 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). No ping-pong tile (plan_core).
+constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
@@ -40,8 +46,10 @@ bool core_takes(const GemmProblem& p) {
   const bool fits = p.k > 0 && p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles < INT32_MAX;
   // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
   if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
-  // TF32 from shared memory is K-major only (the TMA cannot transpose 4-byte elements).
-  const bool layout = size == 2 || (p.a.row_major && !p.b.row_major);
+  // TF32: wgmma reads B from shared memory K-major only (and the TMA cannot transpose 4-byte
+  // elements); a row-major B is run as C^T = B^T A^T (gemm_core_launch.cuh: its A through
+  // registers), without linear's bias (which the wgmma family adds).
+  const bool layout = size == 2 || (p.a.row_major && (!p.b.row_major || p.bias == nullptr));
   return aligned(p.a) && aligned(p.b) && layout && (size == 2 || p.k >= kCoreMinK) && fits;
 }
 
@@ -89,12 +97,17 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   };
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
   const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
+  // A TF32 A read MN-major goes through registers, for which the ping-pong tile has no room.
+  const bool a_registers = bk == 32 && !p.a.row_major;
   for (int tile = first; tile < last; ++tile) {
-    if (kCorePingPong[tile] && k_tiles <= kCorePingPongMaxShortKTiles && p.tile_override < kCoreTileBase) continue;
+    if (kCorePingPong[tile] && p.tile_override < kCoreTileBase &&
+        (k_tiles <= kCorePingPongMaxShortKTiles || a_registers))
+      continue;
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
-    const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * kCoreTileRate[tile]);  // one K tile of a block
+    const double rate = a_registers ? kCoreRegisterATileRate[tile] : kCoreTileRate[tile];
+    const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * rate);  // one K tile of a block
     const double epilogue = kCoreBM * bn * (bk == 64 ? 2.0 : 4.0) / kEpilogueRate;
     // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
     // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two

@@ -44,10 +44,10 @@ constexpr int64_t kCorePingPongMaxShortKTiles = 4;
 // The core's K tile: one 128-byte row of the operands' elements (64 16-bit ones, 32 float32 ones).
 int core_bk(const GemmProblem& p);
 
-// The core takes 16-bit operands, and float32 ones for TF32 products with both operands K-major (A
-// row-major, B column-major: x @ W^T) from K = kCoreMinK, whose tensor maps fit (16-byte aligned
-// starts, leading dimensions and batch strides; coordinates within 32 bits), and any forced core
-// tile (whose launch says what the operands lack).
+// The core takes 16-bit operands, and float32 ones for TF32 products with A row-major (x @ W^T; with
+// B row-major too, dy @ W, as C^T = B^T A^T, without a bias) from K = kCoreMinK, whose tensor maps
+// fit (16-byte aligned starts, leading dimensions and batch strides; coordinates within 32 bits),
+// and any forced core tile (whose launch says what the operands lack).
 bool core_takes(const GemmProblem& p);
 
 struct CorePlan {

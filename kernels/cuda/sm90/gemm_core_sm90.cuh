@@ -1,9 +1,11 @@
 // The general Hopper GEMM core (sm_90a): persistent, warp-specialized blocks that walk the output
 // tiles in groups of rows (so that the tiles running at once share their operands' lines in the
 // L2), both operands by bulk tensor copies (TMA), and wgmma reading them from shared memory. It
-// takes 16-bit operands in any of the four layouts, and float32 ones as TF32 where both are K-major
-// (x @ W^T): wgmma reads TF32 from shared memory K-major only, and the TMA, which cannot transpose
-// 4-byte elements, rounds them to nearest TF32 on the way (a TFLOAT32 tensor map).
+// takes 16-bit operands in any of the four layouts, and float32 ones as TF32 with B K-major: wgmma
+// reads TF32 from shared memory K-major only, and the TMA, which cannot transpose 4-byte elements,
+// rounds them to nearest TF32 on the way (a TFLOAT32 tensor map). An MN-major TF32 A is read into
+// registers by the math warps (kARegisters); so a product with a row-major B (dy @ W) runs as
+// C^T = B^T A^T, written back transposed (kTransposedOut).
 //
 // A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
@@ -63,6 +65,9 @@ struct OutputPass {
   }
   static constexpr int kWidth = width(), kPasses = BN / kWidth;
   static_assert(kWidth > 0, "whole boxes of the output map");
+  // Transposed (kTransposedOut): the group's 64 rows are 64 outputs along C's lines and its BN
+  // columns are C's lines, kLines of them a pass (boxes of one 128-byte chunk by kLines lines).
+  static constexpr int kLines = BN % 64 == 0 ? 64 : 32;
 };
 
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
@@ -274,12 +279,55 @@ __device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bia
   }
 }
 
-template <int BN, typename Out>
+// kTransposed: the product is C^T (m x n) and C (n x m, row-major) is written, a pass of
+// OutputPass::kLines of its lines at a time: a store's lanes (g, t4) write lines 2 t4 + e (four
+// swizzle phases) at outputs g (two 16-byte chunks), 32 distinct banks.
+template <int BN, bool kTransposed, typename Out>
 __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out* c, int64_t m, int64_t n, int64_t z,
                                                 int64_t row0, int64_t col0, const TensorMap& map,
                                                 unsigned char* buffer, int group, int tid_in_group) {
   using Pass = OutputPass<BN, sizeof(Out)>;
   const int lane = tid_in_group % 32, warp_row = (tid_in_group / 32) * 16, g = lane / 4, t4 = lane % 4;
+  if constexpr (kTransposed) {
+    constexpr int kLines = Pass::kLines;
+    static_assert(sizeof(Out) == 4 && 64 * kLines * sizeof(Out) <= Pass::kBufferBytes, "float32 passes of whole boxes");
+    if (map.valid) {
+      Out* const staged = reinterpret_cast<Out*>(buffer);
+      const bool issuer = tid_in_group == 0;
+#pragma unroll
+      for (int pass = 0; pass < BN / kLines; ++pass) {
+        if (issuer) ptx::bulk_wait_read<0>();
+        sync::warps<128>(1 + group);  // the buffer is free
+#pragma unroll
+        for (int j = 0; j < kLines / 8; ++j) {
+          const int r = 4 * (pass * kLines / 8 + j);
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              staged[bulk_box_offset<Out, kLines>(8 * j + 2 * t4 + e, warp_row + g + 8 * half)] =
+                  from_acc<Out>(acc[r + 2 * half + e]);
+        }
+        ptx::fence_shared_for_async_proxy();
+        sync::warps<128>(1 + group);  // the pass is staged
+        if (issuer) send_bulk_tile<kLines, 64, false>(&map.map, staged, row0, col0 + pass * kLines, z);
+      }
+      return;
+    }
+    Out* const matrix = c + z * m * n;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t line = col0 + 8 * j + 2 * t4 + e;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t x = row0 + warp_row + g + 8 * half;
+          if (line < n && x < m) matrix[line * m + x] = from_acc<Out>(acc[4 * j + 2 * half + e]);
+        }
+      }
+    return;
+  }
   if (map.valid) {
     Out* const staged = reinterpret_cast<Out*>(buffer);
     const bool issuer = tid_in_group == 0;
@@ -326,16 +374,23 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
   }
 }
 
-// T: a 16-bit type, or float (TF32 products, both operands K-major). kAKMajor: A's tiles K-major (A
-// row-major); kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
-// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, 64-element column
+// T: a 16-bit type, or float (TF32 products, B K-major). kAKMajor: A's tiles K-major (A row-major);
+// kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
+// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, 128-byte column
 // blocks by BK lines MN-major; TFLOAT32 for float); output_map: C's (make_output_map, boxes
-// of one 128-byte chunk by 64 rows), where C's layout allows one; ws: stream-K's workspace.
-template <typename T, class Tile, bool kAKMajor, bool kBKMajor>
+// of one 128-byte chunk by 64 rows, or by OutputPass::kLines lines kTransposedOut), where C's
+// layout allows one; ws: stream-K's workspace. kTransposedOut: the product computed is C^T, and
+// args.c holds C (args.n x args.m, row-major).
+template <typename T, class Tile, bool kAKMajor, bool kBKMajor, bool kTransposedOut = false>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
     gemm_core_kernel(const GemmArgs<T, T> args, const __grid_constant__ OperandMaps maps,
                      const __grid_constant__ TensorMap output_map, const CoreWalk walk, const CoreParts ws) {
-  static_assert(sizeof(T) == 2 || (sizeof(T) == 4 && kAKMajor && kBKMajor), "16-bit operands, or K-major TF32");
+  // An MN-major TF32 A goes through registers: two sets of a tile's fragments a math warpgroup (one
+  // set in flight, one being loaded), which the ping-pong tile's two row blocks a group leave no
+  // room for.
+  constexpr bool kARegisters = sizeof(T) == 4 && !kAKMajor;
+  static_assert(sizeof(T) == 2 ? !kTransposedOut : kBKMajor && !(kARegisters && Tile::kPingPong),
+                "16-bit operands, or TF32 with B K-major (A MN-major in the cooperative tiles)");
   if constexpr (!wgmma::kCompiled) {
     __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
   } else {
@@ -433,6 +488,36 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b) wgmma::fence_operands(acc[b]);
       };
+      // kARegisters: a K tile's wgmmas go in two groups of half its k steps each, each half's A
+      // fragments (the m16n8k8 TF32 A fragment of each k8 step, for the group's m64 row block: warp
+      // w's rows 16 w + g (+ 8) at k = t4 (+ 4)) in a register set of its own, refilled once its
+      // wgmmas have retired, a half later: one half stays in flight while the next is loaded. In
+      // the stage's column blocks of 32 rows (ALoader's Swizzle128Tile, k along its lines) a
+      // thread's four elements sit at fixed offsets, a step 8 lines further; a load's lanes hit 16
+      // banks twice.
+      constexpr int kHalfSteps = kARegisters ? kSteps / 2 : 1;
+      uint32_t a_sets[2][kHalfSteps][4];
+      int a_offset[4] = {};
+      if constexpr (kARegisters) {
+        static_assert(kBlocks == 1 && kSteps % 2 == 0, "one m64 row block a group, two halves a K tile");
+        const int row = 64 * group + 16 * (warp % 4) + lane / 4, k = lane % 4;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a_offset[i] = ALoader::Tile::offset(k + 4 * (i / 2), row + 8 * (i % 2));
+      }
+      auto load_a = [&](uint32_t (&set)[kHalfSteps][4], int stage, int first_step) {
+        if constexpr (kARegisters) {
+          const float* tile = a_stages + stage * Tile::kAStageElems;
+#pragma unroll
+          for (int s = 0; s < kHalfSteps; ++s)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              set[s][i] = __float_as_uint(tile[a_offset[i] + (first_step + s) * kStep * ALoader::Tile::kBlockElems]);
+        }
+      };
+      auto fence_a = [](uint32_t (&set)[kHalfSteps][4]) {
+#pragma unroll
+        for (int s = 0; s < kHalfSteps; ++s) wgmma::fence_operands(set[s]);
+      };
       // Ping-pong: a group waits for the other's K loop of the item before its own to have passed its
       // last full-stage wait (named barrier 3 + the other's group, 3 + its own to signal). A full
       // mbarrier names its phase by parity alone: had the other's stages not all completed, this
@@ -469,28 +554,45 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int64_t t = 0; t < w.k_tiles; ++t) {
           sync::mbarrier_wait(full + stage, phase);
           fence_accumulators(acc);
-          wgmma::fence();
+          if constexpr (kARegisters) {
 #pragma unroll
-          for (int s = 0; s < kSteps; ++s) {
+            for (int h = 0; h < 2; ++h) {
+              load_a(a_sets[h], stage, h * kHalfSteps);
+              wgmma::fence();
 #pragma unroll
-            for (int b = 0; b < kBlocks; ++b) {
-              if constexpr (sizeof(T) == 4)
-                wgmma::mma_tf32_m64k8<BN>(acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
-              else
-                wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
-                    acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
+              for (int s = 0; s < kHalfSteps; ++s)
+                wgmma::mma_tf32_m64k8_rs<BN>(acc[0], a_sets[h][s], b_descriptor(stage, h * kHalfSteps + s));
+              wgmma::commit_group();
+              wgmma::wait_group<1>();  // the half before has retired (h = 0: the previous tile's last)
+              fence_accumulators(acc);
+              fence_a(a_sets[h ^ 1]);
+              if (h == 0 && held >= 0) release(held);
             }
+          } else {
+            wgmma::fence();
+#pragma unroll
+            for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+              for (int b = 0; b < kBlocks; ++b) {
+                if constexpr (sizeof(T) == 4)
+                  wgmma::mma_tf32_m64k8<BN>(acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
+                else
+                  wgmma::mma_m64k16<BN, std::is_same_v<T, __nv_bfloat16>, !kAKMajor, !kBKMajor>(
+                      acc[b], a_descriptor(stage, s, first_block + b), b_descriptor(stage, s));
+              }
+            }
+            wgmma::commit_group();
+            wgmma::wait_group<1>();  // the previous tile's wgmmas have retired
+            fence_accumulators(acc);
+            if (held >= 0) release(held);
           }
-          wgmma::commit_group();
-          wgmma::wait_group<1>();  // the previous tile's wgmmas have retired
-          fence_accumulators(acc);
-          if (held >= 0) release(held);
           held = stage;
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
         if constexpr (Tile::kPingPong) own_loop_done();
         wgmma::wait_group<0>();
         fence_accumulators(acc);
+        if constexpr (kARegisters) fence_a(a_sets[0]), fence_a(a_sets[1]);
         if (held >= 0) release(held);
         unsigned char* const buffer = output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups);
 #pragma unroll
@@ -499,9 +601,11 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           if (item.parts > 1 && !gather_parts<BN, BM / 64, kCluster>(acc[b], ws, item, walk.dp_tiles, walk.k_tiles,
                                                                      rank, block, group, tid % 128))
             continue;
-          if (args.bias != nullptr) add_core_bias<BN>(acc[b], args.bias, args.bias_stride, args.n, w.n0, tid % 128);
-          store_core_rows<BN>(acc[b], args.c, args.m, args.n, w.z, w.m0 + block * 64, w.n0, output_map, buffer, group,
-                              tid % 128);
+          // (A transposed product has no bias: the launch adds it after.)
+          if (!kTransposedOut && args.bias != nullptr)
+            add_core_bias<BN>(acc[b], args.bias, args.bias_stride, args.n, w.n0, tid % 128);
+          store_core_rows<BN, kTransposedOut>(acc[b], args.c, args.m, args.n, w.z, w.m0 + block * 64, w.n0, output_map,
+                                              buffer, group, tid % 128);
         }
       });
       if (tid % 128 == 0) ptx::bulk_wait_read<0>();  // the last copies have read the buffer

@@ -52,6 +52,14 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The same for registers a wgmma reads (A from registers): they stay live, and hold their values,
+// until this point (after the wait that retires the wgmma), so that nothing else is put in them.
+template <int R>
+__device__ __forceinline__ void fence_operands(uint32_t (&a)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
 #define TILEDMM_WGMMA_ASM(N, TYPE)                                                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TILEDMM_WGMMA_N##N##_SCALE_D ", 0;\n"        \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "              \
@@ -127,9 +135,11 @@ template <int N>
 __device__ __forceinline__ void mma_tf32_m64k8_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
                                                   int accumulate = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 128 || N == 256, "wgmma widths instantiated here");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
   if constexpr (N == 64) TILEDMM_WGMMA_TF32_RS_ASM(64);
   else if constexpr (N == 128) TILEDMM_WGMMA_TF32_RS_ASM(128);
+  else if constexpr (N == 160) TILEDMM_WGMMA_TF32_RS_ASM(160);
+  else if constexpr (N == 192) TILEDMM_WGMMA_TF32_RS_ASM(192);
   else TILEDMM_WGMMA_TF32_RS_ASM(256);
 #endif
 }
