@@ -163,8 +163,9 @@ struct CoreLaunch {
         with_bool(p.c_transposed, [&](auto t) {
           run_layout(std::bool_constant<!decltype(t)::value>{}, std::true_type{}, t);
         });
+      } else {
+        with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
       }
-      else with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
     });
   }
 
