@@ -78,6 +78,21 @@ def test_batches(broadcast):
     assert rel_err(out, ref) <= 2 * rel_err(torch_product(a, b), ref)
 
 
+def test_lines_left_out_across_a_batch():
+    """Attention's scores (96 x 512 x 64 x 512): rows and columns left out of the split in a few of
+    the matrices, more than a group of the recomputation's, its groups mixing matrices; every
+    output written (poisoned) and within float32's bound."""
+    a = torch.randn(96, 512, 64, device="cuda")
+    b = torch.randn(96, 512, 64, device="cuda").mT
+    for z, row in [(0, 0), (5, 7), (5, 300), (50, 511), (95, 2), (95, 3), (31, 64), (77, 128), (12, 9), (60, 1)]:
+        a[z, row, 4] = 2.0**-40  # 2^-40 below the row's largest: left out
+    for z, col in [(3, 0), (50, 511), (94, 17), (94, 18)]:
+        b[z, 6, col] = -(2.0**-40)
+    _takes_path(a, b)
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="highest"), (96, 512, 512), torch.float32, "cuda")
+    _componentwise_ok(out, a, b)
+
+
 def test_lines_the_split_leaves_out_are_exact():
     """Rows and columns whose range defeats float16 parts: a huge value beside small ones (its
     partner in the other operand zero, so that the small ones make the output), lines of tiny and
