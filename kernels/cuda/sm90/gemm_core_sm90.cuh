@@ -386,8 +386,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     gemm_core_kernel(const GemmArgs<T, T> args, const __grid_constant__ OperandMaps maps,
                      const __grid_constant__ TensorMap output_map, const CoreWalk walk, const CoreParts ws) {
   // An MN-major TF32 A goes through registers: two sets of half a K tile's fragments a math
-  // warpgroup (one in flight, one being loaded), for which the ping-pong tile, two row blocks a
-  // group, has no room.
+  // warpgroup (one in flight, one being loaded), on the cooperative tiles (the ping-pong tile's
+  // two row blocks a group would double them: not built).
   constexpr bool kARegisters = sizeof(T) == 4 && !kAKMajor;
   static_assert(sizeof(T) == 2 ? !kTransposedOut : kBKMajor && !(kARegisters && Tile::kPingPong),
                 "16-bit operands, or TF32 with B K-major (A MN-major in the cooperative tiles)");
