@@ -259,6 +259,23 @@ def test_bias_shapes_take_whole_tiles_and_stream_k():
     assert any("stream-K: " in t for t in texts) and any("stream-K: " not in t for t in texts), texts
 
 
+@pytest.mark.parametrize("tile", [None, 4, 9])
+def test_tf32_dy_w_into_rows_without_a_tensor_map(tile):
+    """dy @ W[:, :2065] in TF32: W's lines stay 16-byte aligned (the core takes it, transposed), but
+    C's rows of 2065 float32 are not, so the transposed tile is stored by the threads themselves
+    (store_core_rows without a map); the dispatcher's plan (whole 128 x 192 tiles) and forced tiles
+    in stream-K."""
+    a = torch.randn(2, 528, 1032, device="cuda")
+    b = torch.randn(2, 1032, 2068, device="cuda")[:, :, :2065]
+    if tile is None:
+        assert CORE in tiledmm.explain(a, b, precision="tf32")
+        run = lambda: tiledmm.matmul(a, b, precision="tf32")  # noqa: E731
+    else:
+        run = lambda: ops._bmm_with_config(a, b, tile, 3, TF32)  # noqa: E731
+    out, _ = poisoned(run, (2, 528, 2065), torch.float32, "cuda")
+    check_tf32_product(out, a, b)
+
+
 def test_tf32_dy_w_with_a_bias_is_summed_once():
     """dy @ W plus a bias in TF32 (B row-major): the core computes such a product transposed, where
     its epilogue has no bias, so the wgmma family runs it and adds the bias."""
