@@ -30,7 +30,8 @@ constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88,
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
 // bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85
 // of 128 x 256, 128 x 64 at 0.5), while 128 x 192 runs as fast as 128 x 256 (768 x 8192 outputs:
-// 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). No ping-pong tile (plan_core).
+// 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). The ping-pong tile is not built for it
+// (plan_core leaves it out).
 constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0};
 }  // namespace
 
@@ -97,7 +98,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   };
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
   const int last = p.tile_override >= kCoreTileBase ? first + 1 : kCoreTiles;
-  // A TF32 A read MN-major goes through registers, for which the ping-pong tile has no room.
+  // A TF32 A read MN-major goes through registers, on the cooperative tiles only (gemm_core_sm90.cuh).
   const bool a_registers = bk == 32 && !p.a.row_major;
   for (int tile = first; tile < last; ++tile) {
     if (kCorePingPong[tile] && p.tile_override < kCoreTileBase &&

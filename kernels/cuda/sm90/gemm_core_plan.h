@@ -66,8 +66,10 @@ struct CorePlan {
 // (kEpilogueRate; the ping-pong tile only past kCorePingPongMaxShortKTiles K tiles); where whole tiles
 // would leave SMs idle, also that of stream-K (not for the ping-pong tile, whose blocks would hold
 // one or two items; every cluster an even share of the K tiles, a tile's K cut into at most about
-// kMaxParts ranges, plus what meeting in the workspace costs). The fastest estimate wins. Shares under kMinShare K tiles are not tried (a
-// range that short is mostly pipeline fill), nor workspaces past kMaxWorkspace. A plan slower than
+// kMaxParts ranges, plus what meeting in the workspace costs). The fastest estimate wins. Shares
+// under kMinShare K tiles are not tried (a range that short is mostly pipeline fill), nor
+// workspaces past kMaxWorkspace. A TF32 A read MN-major (through registers) takes its own tile
+// rates and no ping-pong tile. A plan slower than
 // kMaxSlowdown times the GPU's whole rate does not fit (a tile or two over a very long K: the wgmma
 // family's K slices run it), nor one of a single 16-bit K tile past kCoreShortKMaxRounds rounds. No
 // split for accuracy: a float32 sum of any K stays far below the 16-bit output's rounding, and below

@@ -592,7 +592,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         if constexpr (Tile::kPingPong) own_loop_done();
         wgmma::wait_group<0>();
         fence_accumulators(acc);
-        if constexpr (kARegisters) fence_a(a_sets[0]), fence_a(a_sets[1]);
+        if constexpr (kARegisters) {
+          fence_a(a_sets[0]);
+          fence_a(a_sets[1]);
+        }
         if (held >= 0) release(held);
         unsigned char* const buffer = output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups);
 #pragma unroll
