@@ -61,8 +61,9 @@ def cases(only=None):
     # The Hopper GEMM core (tiles 4-11, 16-bit operands with 16-byte aligned lines in every layout, TF32
     # with A row-major: B column-major, or row-major computed transposed with A through registers on
     # tiles 4-10; 7 and 8 in clusters of two): ragged edges on every side, K over several stages and
-    # in slices, a batch and a persistent walk of more work items than SMs (140 matrices).
-    core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24)]
+    # in slices, a batch and a persistent walk of more work items than SMs (140 matrices); an output
+    # taller than wide, which 16-bit MN-major operands run transposed (C^T = B^T A^T) in whole tiles.
+    core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24), (2, 264, 392, 136)]
     core = itertools.chain(
         itertools.product([False], range(4, 12), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
         itertools.product([False], range(4, 12), [1, 3], PATHS[2:3], [False], [True], core_shapes),
@@ -76,9 +77,10 @@ def cases(only=None):
         itertools.product([False], ["core"], [1], PATHS[2:3], [False], [False, True],
                           [(3, 1032, 136, 1032), (1, 1032, 200, 2056)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
-    # (aligned 16-bit and TF32 x @ W^T shapes), added after the product elsewhere.
+    # (aligned 16-bit and TF32 x @ W^T shapes; 16-bit x @ W^T at 1104 x 2696 computed transposed, the
+    # bias along its rows), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],
-                             [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264)])
+                             [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264), (1, 1104, 264, 2696)])
     if only == "bias":
         return bias
     if only == "short-k":

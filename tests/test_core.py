@@ -244,7 +244,8 @@ def test_forced_core_tiles_say_what_is_wrong():
 
 # x @ W^T with a bias: one tile's rows and columns with ragged edges, several, and a small output
 # over a long K (GPT-2's weight gradients' shape), which stream-K's ranges share.
-BIAS_SHAPES = [(1048, 1032, 1160), (1032, 520, 776), (768, 8192, 768)]  # ping-pong, 128 x 64, stream-K
+# ping-pong, 128 x 64, stream-K; in 16 bits computed transposed (128 x 192: 132 tiles against 135)
+BIAS_SHAPES = [(1048, 1032, 1160), (1032, 520, 776), (768, 8192, 768), (1104, 264, 2696)]
 BIAS_PRECISIONS = ["bfloat16", "float16", "tf32"]
 
 
@@ -257,6 +258,57 @@ def _bias_operands(m, k, n, precision):
 def test_bias_shapes_take_whole_tiles_and_stream_k():
     texts = [ops._explain(*_bias_operands(m, k, n, "bfloat16")) for m, k, n in BIAS_SHAPES]
     assert any("stream-K: " in t for t in texts) and any("stream-K: " not in t for t in texts), texts
+    assert [TRANSPOSED in t for t in texts] == [False, False, False, True], texts
+
+
+# 16-bit products that the core runs as C^T = B^T A^T (plan_core_run; test_core_rule checks which).
+TRANSPOSED = "computed as C^T = B^T A^T"
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("m,k,n", [(264, 392, 136), (1032, 264, 136), (136, 72, 40)])
+def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
+    """dW = dy^T x (both operands MN-major) with C taller than wide: on every tile in whole tiles,
+    where the orientations' estimates are level, the rule runs the transpose (and in stream-K where
+    that estimate is the faster); ragged edges, one K tile, a batch."""
+    a, b = operands(m, k, n, "tn", dtype, "cuda", batch=(3,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,batch,tile,splits", [
+    (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
+    (40, 136, 1, 8, 3), (136, 40, 132, 9, 1), (40, 392, 40, 9, 3), (136, 40, 132, 10, 1), (40, 392, 40, 10, 3)])
+def test_16bit_k_major_products_transposed(m, n, batch, tile, splits, dtype):
+    """x @ W^T (both operands K-major) where the transpose's estimate is the faster on the forced
+    tile: fewer rounds of tiles, or a shorter stream-K share."""
+    a, b = operands(m, 392, n, "nt", dtype, "cuda", batch=(batch,))
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (batch, m, n), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("m,k,n,layout", [(3072, 8192, 768, "tn"), (3000, 2000, 7000, "nt")])
+def test_dispatcher_runs_16bit_products_transposed(m, k, n, layout):
+    """GPT-2's 3072 x 768 weight gradient (level estimates, C taller than wide) and an output whose
+    transpose takes fewer rounds of 128 x 256 tiles (660 against 672)."""
+    a, b = operands(m, k, n, layout, torch.bfloat16, "cuda")
+    text = tiledmm.explain(a, b)
+    assert CORE in text and TRANSPOSED in text, text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (m, n), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
+
+
+@pytest.mark.parametrize("tile", CORE_TILES)
+def test_16bit_transposed_into_rows_without_a_tensor_map(tile):
+    """dy^T x[:, :132]: C's rows of 132 16-bit outputs are not whole 16-byte chunks, so the
+    transposed tile is stored by the threads themselves."""
+    a = torch.randn(2, 392, 264, dtype=torch.bfloat16, device="cuda").mT
+    b = torch.randn(2, 392, 136, dtype=torch.bfloat16, device="cuda")[:, :, :132]
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, 1, 0), (2, 264, 132), torch.bfloat16, "cuda")
+    check_against_reference(out, a, b)
 
 
 @pytest.mark.parametrize("tile", [None, 4, 9])
@@ -277,9 +329,10 @@ def test_tf32_dy_w_into_rows_without_a_tensor_map(tile):
 
 
 def test_tf32_dy_w_with_a_bias_is_summed_once():
-    """dy @ W plus a bias in TF32 (B row-major): the core computes such a product transposed, where
-    its epilogue has no bias, so the wgmma family runs it and adds the bias."""
+    """dy @ W plus a bias in TF32 (B row-major): the core computes such a product transposed and adds
+    the bias along its rows (C's columns), once."""
     a, b = operands(1048, 1032, 1160, "nn", torch.float32, "cuda")
+    assert CORE in ops._explain(a, b, TF32)
     bias = torch.randn(1160, device="cuda") * 1032**0.5
     out, _ = poisoned(lambda: ops._gemm_nd(a, b, False, False, bias, TF32), (1048, 1160), torch.float32, "cuda")
     check_tf32_product(out - bias, a, b)

@@ -26,8 +26,9 @@ SHORT_K_MAX_ROUNDS = 12  # rounds of tiles a single 16-bit K tile runs on the co
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
-    """plan(problems) -> (the tile table, the plans); dtype "f32t": TF32 run transposed, A through
-    registers (dy @ W), the others x @ W^T."""
+    """plan(problems) -> (the tile table, the plans); dtype "f32t": TF32 with A MN-major, through
+    registers (dy @ W as the core runs it), the others x @ W^T or, after a colon, the layout of A and
+    B (bf16:tn, dW = dy^T x). A plan's "transposed": the core runs the problem as C^T = B^T A^T."""
     driver = str(tmp_path_factory.mktemp("core_rule") / "plan_driver")
     subprocess.run([COMPILER, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "tests", "core_rule"),
                     "-I", os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tests", "core_rule", "plan_driver.cpp"),
@@ -49,7 +50,7 @@ def problem(m, n, k, batch=1, dtype="bf16", sms=132, tile=-1, splits=0):
 GRID = [problem(m, n, k, batch, dtype, sms)
         for m, n, k, batch, dtype, sms in itertools.product(
             [1, 7, 129, 768, 1000, 3072, 8192], [8, 200, 768, 1536, 4104, 50304], [33, 64, 65, 200, 257, 768, 4097, 8192, 65536],
-            [1, 3], ["bf16", "f32", "f32t"], [132, 114, 78])]
+            [1, 3], ["bf16", "bf16:tn", "f32", "f32:nn", "f32t"], [132, 114, 78])]
 # Outputs of a few 128 x 64 tiles over a very long K: the most ranges a tile (kMaxParts) binds there.
 GRID += [problem(m, n, 65536, 1, dtype) for m, n, dtype in itertools.product([128, 200, 384], [256, 512], ["bf16", "f32"])]
 
@@ -57,6 +58,8 @@ GRID += [problem(m, n, 65536, 1, dtype) for m, n, dtype in itertools.product([12
 def check_runnable(p, c, table):
     """Invariants of any plan the launch takes (gemm_core_launch.cuh, CoreWalk)."""
     m, n, k, batch, dtype, sms, forced_tile, forced_splits = p
+    if c["transposed"]:
+        m, n = n, m
     bn, cluster = table["bn"][c["tile"]], table["cluster"][c["tile"]]
     rows = table["bm"] * cluster
     m_tiles, k_tiles = math.ceil(m / rows), math.ceil(k / (32 if dtype.startswith("f32") else 64))
@@ -66,7 +69,7 @@ def check_runnable(p, c, table):
     assert 1 <= c["clusters"] <= gpu, (p, c)
     if forced_tile < 0 and table["pingpong"][c["tile"]]:
         assert k_tiles > PING_PONG_MAX_SHORT_K_TILES, (p, c)  # too short a K loop to hide an epilogue behind
-        assert dtype != "f32t", (p, c)  # no room for A's registers
+        assert dtype != "f32t" and not (dtype.startswith("f32") and c["transposed"]), (p, c)  # no room for A's registers
     if forced_tile < 0 and not dtype.startswith("f32") and k_tiles == 1 and c["fits"]:
         assert math.ceil(c["tiles"] / c["clusters"]) <= SHORT_K_MAX_ROUNDS, (p, c)  # else the short-K tile's
     if c["dp_tiles"] == c["tiles"]:  # whole tiles
@@ -160,3 +163,44 @@ def test_tf32_through_registers_takes_the_wide_tiles(plan):
         assert table["bn"][c["tile"]] == 192 and table["cluster"][c["tile"]] == 1 and c["dp_tiles"] == c["tiles"], c
     for c in plans[4:]:
         assert table["bn"][c["tile"]] == 256 and not table["pingpong"][c["tile"]], c
+
+
+def test_16_bit_orientation(plan):
+    """16-bit operands both K-major or both MN-major run as C^T = B^T A^T where that estimate is the
+    faster, and MN-major ones also where the two are level and C is taller than wide (bench/NOTES.md
+    item 188); nn and tt (whose transposes are other layouts) and TF32 x @ W^T never; TF32 dy @ W always."""
+    cases = [
+        ((3072, 768, 8192, 1, "bf16:tn"), True, 160),  # level: 120 tiles of 128 x 160 either way
+        ((768, 3072, 8192, 1, "bf16:tn"), False, 160),
+        ((3072, 1024, 1024, 1, "f16:tn"), True, 192),  # 128 tiles of 128 x 192 against 144
+        ((1024, 3072, 1024, 1, "f16:tn"), False, 192),
+        ((3000, 7000, 2000, 1, "bf16"), True, 256),  # 660 tiles of 128 x 256 against 672
+        ((7000, 3000, 2000, 1, "bf16"), False, 256),
+        ((8192, 3072, 768, 1, "bf16"), False, None),  # level, K-major: as it comes
+        ((3072, 768, 8192, 1, "bf16:nn"), False, None),
+        ((3072, 768, 8192, 1, "bf16:tt"), False, None),
+        ((3000, 7000, 2000, 1, "f32"), False, None),
+        ((3000, 7000, 2000, 1, "f32:nn"), True, None),
+    ]
+    table, plans = plan([problem(*shape) for shape, _, _ in cases])
+    for (shape, turned, width), c in zip(cases, plans):
+        check_runnable(problem(*shape), c, table)
+        assert c["transposed"] == turned and c["fits"], (shape, c)
+        if width is not None:
+            assert table["bn"][c["tile"]] == width and table["cluster"][c["tile"]] == 1, (shape, c)
+
+
+def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
+    """test_core's transposed cases: every forced tile transposes 264 x 136, 1032 x 136 and 264 x 132
+    dW in whole tiles, and the K-major cases pick the transpose on the tiles they name."""
+    table, _ = plan([])
+    mn_major = [problem(m, n, k, batch, "bf16:tn", tile=table["tile_base"] + t, splits=1)
+                for m, n, k, batch in [(264, 136, 392, 3), (1032, 136, 264, 3), (264, 132, 392, 2)]
+                for t in range(len(table["bn"]))]
+    k_major = [problem(m, n, 392, batch, "bf16", tile=tile, splits=splits) for m, n, batch, tile, splits in [
+        (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
+        (40, 136, 1, 8, 3), (136, 40, 132, 9, 1), (40, 392, 40, 9, 3), (136, 40, 132, 10, 1), (40, 392, 40, 10, 3)]]
+    _, plans = plan(mn_major + k_major)
+    for p, c in zip(mn_major + k_major, plans):
+        check_runnable(p, c, table)
+        assert c["transposed"], (p, c)

@@ -51,4 +51,19 @@ struct GemmProblem {
   bool* bias_added;
 };
 
+// C^T = B^T A^T for p: an n x m product of B's and A's memory, each read transposed (a row-major
+// matrix's transpose is column-major, and the other way round), whose result the kernel writes
+// column-major into c, which is C row-major.
+inline GemmProblem transposed(const GemmProblem& p) {
+  GemmProblem q = p;
+  q.a = p.b;
+  q.b = p.a;
+  q.a.row_major = !p.b.row_major;
+  q.b.row_major = !p.a.row_major;
+  q.m = p.n;
+  q.n = p.m;
+  q.c_transposed = true;
+  return q;
+}
+
 }  // namespace tiledmm

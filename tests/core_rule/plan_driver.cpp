@@ -1,8 +1,9 @@
-// Prints the Hopper GEMM core's plan (plan_core, gemm_core_plan.cpp) for each problem read from
+// Prints the Hopper GEMM core's plan (plan_core_run, gemm_core_plan.cpp) for each problem read from
 // standard input, one JSON object a line, so that tests/test_core_rule.py can check the rule on a
-// machine without a GPU. Input lines: m n k batch dtype(bf16|f16|f32|f32t) num_sms tile_override
-// splits_override; f32t: TF32 run transposed (A MN-major, through registers), the others x @ W^T. The
-// first output line gives the core's tile table.
+// machine without a GPU. Input lines: m n k batch dtype num_sms tile_override splits_override; dtype
+// bf16, f16 or f32 (x @ W^T: A row-major, B column-major), with a layout after a colon (bf16:tn: A
+// column-major, B row-major, as dW = dy^T x), or f32t: TF32 with A MN-major (as the core runs dy @ W,
+// through registers). The first output line gives the core's tile table.
 #include <iostream>
 #include <string>
 
@@ -23,12 +24,17 @@ int main() {
   int sms = 0;
   while (std::cin >> p.m >> p.n >> p.k >> p.batch >> dtype >> sms >> p.tile_override >> p.splits_override) {
     using torch::headeronly::ScalarType;
-    p.dtype = dtype.rfind("f32", 0) == 0 ? ScalarType::Float : dtype == "f16" ? ScalarType::Half : ScalarType::BFloat16;
-    p.a.row_major = dtype != "f32t";
-    const CorePlan c = plan_core(p, sms);
+    const std::string type = dtype.substr(0, dtype.find(':'));
+    const std::string layout = dtype.find(':') == std::string::npos ? "nt" : dtype.substr(dtype.find(':') + 1);
+    p.dtype = type.rfind("f32", 0) == 0 ? ScalarType::Float : type == "f16" ? ScalarType::Half : ScalarType::BFloat16;
+    p.a.row_major = type != "f32t" && layout[0] == 'n';
+    p.b.row_major = layout[1] == 'n';
+    const CoreRun run = plan_core_run(p, sms);
+    const CorePlan& c = run.plan;
     std::cout << "{\"tile\": " << c.tile << ", \"tiles\": " << c.tiles << ", \"dp_tiles\": " << c.dp_tiles
               << ", \"clusters\": " << c.clusters << ", \"max_parts\": " << c.max_parts
-              << ", \"group_rows\": " << c.group_rows << ", \"fits\": " << (c.fits ? "true" : "false") << "}\n";
+              << ", \"group_rows\": " << c.group_rows << ", \"fits\": " << (c.fits ? "true" : "false")
+              << ", \"transposed\": " << (run.problem.c_transposed ? "true" : "false") << "}\n";
   }
   return 0;
 }

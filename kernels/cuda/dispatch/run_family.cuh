@@ -245,21 +245,6 @@ void launch_plan(const GemmProblem& p, const LaunchPlan& plan, Out* out, const D
   });
 }
 
-// C^T = B^T A^T for p: an n x m product of B's and A's memory, each read transposed (a row-major
-// matrix's transpose is column-major, and the other way round), whose result the kernel writes
-// column-major into c, which is C row-major.
-inline GemmProblem transposed(const GemmProblem& p) {
-  GemmProblem q = p;
-  q.a = p.b;
-  q.b = p.a;
-  q.a.row_major = !p.b.row_major;
-  q.b.row_major = !p.a.row_major;
-  q.m = p.n;
-  q.n = p.m;
-  q.c_transposed = true;
-  return q;
-}
-
 // The problem as the family runs it: row-major A x row-major B as C^T = B^T A^T where the family
 // wants that (B^T and A^T are B's and A's memory read column-major; the kernel writes its n x m
 // result column-major, which is C row-major), and x @ W^T without 16-byte alignment as C^T = W x^T

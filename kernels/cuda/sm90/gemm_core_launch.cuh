@@ -39,10 +39,6 @@ struct CoreLaunch {
                    : make_operand_map(data, extent, k, batch, x.ld, x.batch_stride, kBK, kBK, kType,
                                       CU_TENSOR_MAP_SWIZZLE_128B);
   }
-  // The problem as the core runs it: TF32 with B row-major (MN-major, which wgmma cannot read) as
-  // C^T = B^T A^T, whose A (B's memory, MN-major) the math warps read into registers; its result is
-  // written transposed, which is C row-major.
-  static GemmProblem as_run(const GemmProblem& p) { return kTf32 && p.b.row_major ? transposed(p) : p; }
   // A K-major B's box: the lines of one block's part of the tile (clusters share it).
   static OperandMaps maps(const GemmProblem& p, int tile) {
     return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, kCoreBM),
@@ -85,7 +81,7 @@ struct CoreLaunch {
   }
 
   // A forced core tile (kCoreTileBase + index) must name one of the core's, and TF32 operands it
-  // can read (as_run: A row-major; B row-major only on the cooperative tiles).
+  // can read (plan_core_run: A row-major; B row-major only on the cooperative tiles).
   static void check_forced_tile(const GemmProblem& p) {
     STD_TORCH_CHECK(p.tile_override < kCoreTileBase + kCoreTiles, "tiledmm: tile index ", p.tile_override,
                     " out of range: the Hopper GEMM core's tiles are ", kCoreTileBase, " ... ",
@@ -97,14 +93,13 @@ struct CoreLaunch {
                         !kCorePingPong[p.tile_override - kCoreTileBase],
                     "tiledmm: tile ", p.tile_override, " (the Hopper GEMM core's ping-pong tile) reads TF32 operands "
                     "K-major only: B column-major (x @ W^T)");
-    STD_TORCH_CHECK(!kTf32 || !p.b.row_major || p.bias == nullptr,
-                    "tiledmm: internal error: the Hopper GEMM core adds no bias to a transposed TF32 product");
   }
 
   static void run(const GemmProblem& problem, cudaStream_t stream, const DeviceLimits& device) {
     check_forced_tile(problem);
-    const GemmProblem p = as_run(problem);
-    const CorePlan plan = plan_core(p, device.num_sms);
+    const CoreRun oriented = plan_core_run(problem, device.num_sms);
+    const GemmProblem& p = oriented.problem;
+    const CorePlan& plan = oriented.plan;
     if (!plan.fits) return run_family<Fallback>(problem, stream, device);
     const OperandMaps operand_maps = maps(p, plan.tile);
     // core_takes checked what the maps need; a driver without the encoder leaves them invalid.
@@ -163,6 +158,10 @@ struct CoreLaunch {
         with_bool(p.c_transposed, [&](auto t) {
           run_layout(std::bool_constant<!decltype(t)::value>{}, std::true_type{}, t);
         });
+      } else if (p.c_transposed) {  // 16-bit: both operands K-major or both MN-major (plan_core_run)
+        STD_TORCH_CHECK(p.a.row_major == !p.b.row_major, "tiledmm: internal error: a transposed 16-bit product "
+                        "whose operands are not both K-major or both MN-major");
+        with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, std::true_type{}); });
       } else {
         with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
       }
@@ -171,8 +170,9 @@ struct CoreLaunch {
 
   static std::string describe(const GemmProblem& problem, const DeviceLimits& device) {
     check_forced_tile(problem);
-    const GemmProblem p = as_run(problem);
-    const CorePlan plan = plan_core(p, device.num_sms);
+    const CoreRun oriented = plan_core_run(problem, device.num_sms);
+    const GemmProblem& p = oriented.problem;
+    const CorePlan& plan = oriented.plan;
     if (!plan.fits) return describe_family<Fallback>(problem, device) + "; not the Hopper GEMM core: " + plan.why;
     const int bn = kCoreBN[plan.tile];
     std::ostringstream s;
@@ -198,8 +198,10 @@ struct CoreLaunch {
       << " row tiles (L2 reuse); each tile's result leaves shared memory by bulk tensor copies while the "
          "next tile computes\n";
     if (p.c_transposed)
-      s << "computed as C^T = B^T A^T (wgmma reads TF32 B K-major only), its " << p.m << " x " << p.n
-        << " result written transposed into C\n";
+      s << "computed as C^T = B^T A^T ("
+        << (kTf32 ? "wgmma reads TF32 B K-major only" : "the orientation the rule estimates faster, or level and "
+                                                         "no taller than wide")
+        << "), its " << p.m << " x " << p.n << " result written transposed into C\n";
     s << "loads: both operands' tiles by bulk tensor copies (TMA, 128-byte swizzle), "
       << (p.a.row_major ? "A K-major" : "A MN-major") << ", " << (p.b.row_major ? "B MN-major" : "B K-major")
       << (kTf32 ? " (each through a TFLOAT32 tensor map, which rounds every element to nearest TF32)" : " (wgmma reads either)")

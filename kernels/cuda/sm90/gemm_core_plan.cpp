@@ -48,9 +48,8 @@ bool core_takes(const GemmProblem& p) {
   // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
   if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
   // TF32: wgmma reads B from shared memory K-major only (and the TMA cannot transpose 4-byte
-  // elements); a row-major B is run as C^T = B^T A^T (gemm_core_launch.cuh: its A through
-  // registers), without linear's bias (which the wgmma family adds).
-  const bool layout = size == 2 || (p.a.row_major && (!p.b.row_major || p.bias == nullptr));
+  // elements); a row-major B is run as C^T = B^T A^T (plan_core_run: its A through registers).
+  const bool layout = size == 2 || p.a.row_major;
   return aligned(p.a) && aligned(p.b) && layout && (size == 2 || p.k >= kCoreMinK) && fits;
 }
 
@@ -150,6 +149,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
   best.fits = forced || (best_time <= kMaxSlowdown * ideal && !streamed);
+  best.time = best_time;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
   // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square
@@ -174,6 +174,21 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
                        std::to_string(num_sms) + " SMs at each tile's measured rate; stream-K where whole tiles "
                        "would leave SMs idle)";
   return best;
+}
+
+CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
+  if (core_bk(p) == 32) {
+    const GemmProblem q = p.b.row_major ? transposed(p) : p;
+    return {q, plan_core(q, num_sms)};
+  }
+  const CorePlan direct = plan_core(p, num_sms);
+  // nn and tt change layouts transposed (into tt and nn): not chosen here.
+  if (p.a.row_major == p.b.row_major) return {p, direct};
+  const GemmProblem q = transposed(p);
+  const CorePlan turned = plan_core(q, num_sms);
+  const bool level = std::abs(turned.time - direct.time) <= 1e-9 * direct.time;
+  const bool better = level ? !p.a.row_major && p.m > p.n : turned.time < direct.time;
+  return turned.fits && (better || !direct.fits) ? CoreRun{q, turned} : CoreRun{p, direct};
 }
 
 }  // namespace tiledmm

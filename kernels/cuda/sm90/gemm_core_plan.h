@@ -45,7 +45,7 @@ constexpr int64_t kCorePingPongMaxShortKTiles = 4;
 int core_bk(const GemmProblem& p);
 
 // The core takes 16-bit operands, and float32 ones for TF32 products with A row-major (x @ W^T; with
-// B row-major too, dy @ W, as C^T = B^T A^T, without a bias) from K = kCoreMinK, whose tensor maps
+// B row-major too, dy @ W, as C^T = B^T A^T) from K = kCoreMinK, whose tensor maps
 // fit (16-byte aligned starts, leading dimensions and batch strides; coordinates within 32 bits),
 // and any forced core tile (whose launch says what the operands lack).
 bool core_takes(const GemmProblem& p);
@@ -59,6 +59,7 @@ struct CorePlan {
   int group_rows;     // row tiles per group of the walk
   bool fits;          // whether the core should run it (else the wgmma family of its type)
   std::string why;    // why this plan, or why not the core
+  double time;        // the rule's estimate of its time, in seconds
 };
 
 // For each tile and cluster: the time of whole tiles in waves over the clusters, each at the tile's
@@ -76,5 +77,20 @@ struct CorePlan {
 // TF32's rounding of the inputs. A forced split count S (splits_override) runs every tile by
 // stream-K over S times as many clusters as tiles (at most the GPU's): K cut into about S ranges.
 CorePlan plan_core(const GemmProblem& p, int num_sms);
+
+// The problem as the core runs it (C = A B, or C^T = B^T A^T: transposed() in gemm_problem.h) and
+// its plan. TF32 with B row-major runs transposed (wgmma reads TF32 B K-major only; the product's A,
+// B's memory, goes through registers). 16-bit operands both K-major or both MN-major keep their
+// layouts transposed, so the orientation is the rule's to choose: the one with the faster estimate
+// (tiles fill the output differently: 3072 x 1024 x 1024 tn ran 0.82x torch on 96 tiles of 128 x 256,
+// its transpose 0.95x on 128 of 128 x 192, of which 3072 x 1024 needs 144; bench/NOTES.md item 188),
+// and where the two are level, for MN-major operands the one whose output is no taller than wide
+// (3072 x 768 x 8192 tn on 120 tiles of 128 x 160 either way: 0.83x torch, 0.96x transposed, warm;
+// 0.88x and 0.93x with the L2 evicted).
+struct CoreRun {
+  GemmProblem problem;
+  CorePlan plan;
+};
+CoreRun plan_core_run(const GemmProblem& p, int num_sms);
 
 }  // namespace tiledmm

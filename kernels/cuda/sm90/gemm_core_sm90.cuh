@@ -5,7 +5,8 @@
 // reads TF32 from shared memory K-major only, and the TMA, which cannot transpose 4-byte elements,
 // rounds them to nearest TF32 on the way (a TFLOAT32 tensor map). An MN-major TF32 A is read into
 // registers by the math warps (kARegisters); so a product with a row-major B (dy @ W) runs as
-// C^T = B^T A^T, written back transposed (kTransposedOut).
+// C^T = B^T A^T, written back transposed (kTransposedOut). 16-bit products whose operands are both
+// K-major or both MN-major run transposed where the rule finds that orientation faster.
 //
 // A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
@@ -66,8 +67,14 @@ struct OutputPass {
   static constexpr int kWidth = width(), kPasses = BN / kWidth;
   static_assert(kWidth > 0, "whole boxes of the output map");
   // Transposed (kTransposedOut): the group's 64 rows are 64 outputs along C's lines and its BN
-  // columns are C's lines, kLines of them a pass (boxes of one 128-byte chunk by kLines lines).
-  static constexpr int kLines = BN % 64 == 0 ? 64 : 32;
+  // columns are C's lines, kLines of them a pass: the most of 128, 64 or 32 that divide BN and fill
+  // the buffer at most (boxes of one 128-byte chunk, 64 16-bit outputs or 32 float32 ones, by kLines).
+  static constexpr int lines() {
+    for (int l = 128; l >= 32; l /= 2)
+      if (BN % l == 0 && 64 * l * kOutBytes <= kBufferBytes) return l;
+    return 0;
+  }
+  static constexpr int kLines = lines();
 };
 
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
@@ -262,11 +269,27 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
 }
 
 // Adds linear's bias to a math warpgroup's 64 x BN sums (registers as store_core_rows reads them):
-// column block j's pair (2 t4, 2 t4 + 1) serves rows g and g + 8 alike.
-template <int BN, typename T>
+// column block j's pair (2 t4, 2 t4 + 1) serves rows g and g + 8 alike. kAlongRows (a transposed
+// product, whose rows are C's columns): rows first0 + ... of the group, each a bias of its own.
+template <int BN, bool kAlongRows, typename T>
 __device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bias, int64_t stride, int64_t n,
-                                              int64_t col0, int tid_in_group) {
+                                              int64_t first0, int tid_in_group) {
   const int t4 = tid_in_group % 4;
+  if constexpr (kAlongRows) {
+    const int g = tid_in_group % 32 / 4, warp_row = (tid_in_group / 32) * 16;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t x = first0 + warp_row + g + 8 * half;
+      const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        acc[4 * j + 2 * half] += v;
+        acc[4 * j + 2 * half + 1] += v;
+      }
+    }
+    return;
+  }
+  const int64_t col0 = first0;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
@@ -290,7 +313,7 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
   const int lane = tid_in_group % 32, warp_row = (tid_in_group / 32) * 16, g = lane / 4, t4 = lane % 4;
   if constexpr (kTransposed) {
     constexpr int kLines = Pass::kLines;
-    static_assert(sizeof(Out) == 4 && 64 * kLines * sizeof(Out) <= Pass::kBufferBytes, "float32 passes of whole boxes");
+    static_assert(kLines > 0 && 64 * kLines * sizeof(Out) <= Pass::kBufferBytes, "passes of whole boxes");
     if (map.valid) {
       Out* const staged = reinterpret_cast<Out*>(buffer);
       const bool issuer = tid_in_group == 0;
@@ -389,8 +412,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   // warpgroup (one in flight, one being loaded), on the cooperative tiles (the ping-pong tile's
   // two row blocks a group would double them: not built).
   constexpr bool kARegisters = sizeof(T) == 4 && !kAKMajor;
-  static_assert(sizeof(T) == 2 ? !kTransposedOut : kBKMajor && !(kARegisters && Tile::kPingPong),
-                "16-bit operands, or TF32 with B K-major (A MN-major in the cooperative tiles)");
+  static_assert(sizeof(T) == 2 ? !kTransposedOut || kAKMajor == kBKMajor : kBKMajor && !(kARegisters && Tile::kPingPong),
+                "16-bit operands (transposed: both K-major or both MN-major), or TF32 with B K-major (A MN-major "
+                "in the cooperative tiles)");
   if constexpr (!wgmma::kCompiled) {
     __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
   } else {
@@ -604,9 +628,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           if (item.parts > 1 && !gather_parts<BN, BM / 64, kCluster>(acc[b], ws, item, walk.dp_tiles, walk.k_tiles,
                                                                      rank, block, group, tid % 128))
             continue;
-          // (A transposed product has no bias: the launch adds it after.)
-          if (!kTransposedOut && args.bias != nullptr)
-            add_core_bias<BN>(acc[b], args.bias, args.bias_stride, args.n, w.n0, tid % 128);
+          // A transposed product's rows are C's columns; the bias is theirs.
+          if (args.bias != nullptr)
+            add_core_bias<BN, kTransposedOut>(acc[b], args.bias, args.bias_stride, kTransposedOut ? args.m : args.n,
+                                              kTransposedOut ? w.m0 + block * 64 : w.n0, tid % 128);
           store_core_rows<BN, kTransposedOut>(acc[b], args.c, args.m, args.n, w.z, w.m0 + block * 64, w.n0, output_map,
                                               buffer, group, tid % 128);
         }
