@@ -270,9 +270,10 @@ TRANSPOSED = "computed as C^T = B^T A^T"
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("m,k,n", [(264, 392, 136), (1032, 264, 136), (136, 72, 40)])
 def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
-    """dW = dy^T x (both operands MN-major) with C taller than wide: on every tile in whole tiles,
-    where the orientations' estimates are level, the rule runs the transpose (and in stream-K where
-    that estimate is the faster); ragged edges, one K tile, a batch."""
+    """dW = dy^T x (both operands MN-major) with C taller than wide: on every cooperative tile in
+    whole tiles, where the orientations' estimates are level, the rule runs the transpose (and in
+    stream-K where that estimate is the faster; the ping-pong tile never); ragged edges, one K tile,
+    a batch."""
     a, b = operands(m, k, n, "tn", dtype, "cuda", batch=(3,))
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (3, m, n), dtype, "cuda")
     check_against_reference(out, a, b)
@@ -301,7 +302,7 @@ def test_dispatcher_runs_16bit_products_transposed(m, k, n, layout):
     check_against_reference(out, a, b)
 
 
-@pytest.mark.parametrize("tile", CORE_TILES)
+@pytest.mark.parametrize("tile", CORE_TILES[:-1])
 def test_16bit_transposed_into_rows_without_a_tensor_map(tile):
     """dy^T x[:, :132]: C's rows of 132 16-bit outputs are not whole 16-byte chunks, so the
     transposed tile is stored by the threads themselves."""

@@ -69,7 +69,7 @@ def check_runnable(p, c, table):
     assert 1 <= c["clusters"] <= gpu, (p, c)
     if forced_tile < 0 and table["pingpong"][c["tile"]]:
         assert k_tiles > PING_PONG_MAX_SHORT_K_TILES, (p, c)  # too short a K loop to hide an epilogue behind
-        assert dtype != "f32t" and not (dtype.startswith("f32") and c["transposed"]), (p, c)  # no room for A's registers
+        assert dtype != "f32t" and not c["transposed"], (p, c)  # A's registers, the transposed epilogue
     if forced_tile < 0 and not dtype.startswith("f32") and k_tiles == 1 and c["fits"]:
         assert math.ceil(c["tiles"] / c["clusters"]) <= SHORT_K_MAX_ROUNDS, (p, c)  # else the short-K tile's
     if c["dp_tiles"] == c["tiles"]:  # whole tiles
@@ -191,12 +191,13 @@ def test_16_bit_orientation(plan):
 
 
 def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
-    """test_core's transposed cases: every forced tile transposes 264 x 136, 1032 x 136 and 264 x 132
-    dW in whole tiles, and the K-major cases pick the transpose on the tiles they name."""
+    """test_core's transposed cases: every forced cooperative tile transposes 264 x 136, 1032 x 136
+    and 264 x 132 dW in whole tiles, and the K-major cases pick the transpose on the tiles they name;
+    the ping-pong tile runs none transposed."""
     table, _ = plan([])
+    cooperative = [t for t in range(len(table["bn"])) if not table["pingpong"][t]]
     mn_major = [problem(m, n, k, batch, "bf16:tn", tile=table["tile_base"] + t, splits=1)
-                for m, n, k, batch in [(264, 136, 392, 3), (1032, 136, 264, 3), (264, 132, 392, 2)]
-                for t in range(len(table["bn"]))]
+                for m, n, k, batch in [(264, 136, 392, 3), (1032, 136, 264, 3), (264, 132, 392, 2)] for t in cooperative]
     k_major = [problem(m, n, 392, batch, "bf16", tile=tile, splits=splits) for m, n, batch, tile, splits in [
         (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
         (40, 136, 1, 8, 3), (136, 40, 132, 9, 1), (40, 392, 40, 9, 3), (136, 40, 132, 10, 1), (40, 392, 40, 10, 3)]]
@@ -204,3 +205,7 @@ def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
     for p, c in zip(mn_major + k_major, plans):
         check_runnable(p, c, table)
         assert c["transposed"], (p, c)
+    ping_pong = table["tile_base"] + table["pingpong"].index(True)
+    _, plans = plan([problem(264, 136, 392, 3, "bf16:tn", tile=ping_pong, splits=1),
+                     problem(2304, 768, 8192, 1, "bf16:tn")])
+    assert not any(c["transposed"] for c in plans), plans

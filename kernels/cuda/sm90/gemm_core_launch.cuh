@@ -159,9 +159,10 @@ struct CoreLaunch {
           run_layout(std::bool_constant<!decltype(t)::value>{}, std::true_type{}, t);
         });
       } else if (p.c_transposed) {  // 16-bit: both operands K-major or both MN-major (plan_core_run)
-        STD_TORCH_CHECK(p.a.row_major == !p.b.row_major, "tiledmm: internal error: a transposed 16-bit product "
-                        "whose operands are not both K-major or both MN-major");
-        with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, std::true_type{}); });
+        STD_TORCH_CHECK(p.a.row_major == !p.b.row_major && !Tile::kPingPong, "tiledmm: internal error: a "
+                        "transposed 16-bit product on the ping-pong tile, or whose operands are not both K-major "
+                        "or both MN-major");
+        if constexpr (!Tile::kPingPong) with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, std::true_type{}); });
       } else {
         with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
       }

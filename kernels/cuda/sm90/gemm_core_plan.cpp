@@ -101,7 +101,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const bool a_registers = bk == 32 && !p.a.row_major;
   for (int tile = first; tile < last; ++tile) {
     if (kCorePingPong[tile] && p.tile_override < kCoreTileBase &&
-        (k_tiles <= kCorePingPongMaxShortKTiles || a_registers))
+        (k_tiles <= kCorePingPongMaxShortKTiles || p.c_transposed))
       continue;
     const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
@@ -182,8 +182,9 @@ CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
     return {q, plan_core(q, num_sms)};
   }
   const CorePlan direct = plan_core(p, num_sms);
-  // nn and tt change layouts transposed (into tt and nn): not chosen here.
-  if (p.a.row_major == p.b.row_major) return {p, direct};
+  // nn and tt change layouts transposed (into tt and nn): not chosen here; nor the ping-pong tile.
+  const bool ping_pong = p.tile_override >= kCoreTileBase && kCorePingPong[p.tile_override - kCoreTileBase];
+  if (p.a.row_major == p.b.row_major || ping_pong) return {p, direct};
   const GemmProblem q = transposed(p);
   const CorePlan turned = plan_core(q, num_sms);
   const bool level = std::abs(turned.time - direct.time) <= 1e-9 * direct.time;

@@ -70,7 +70,7 @@ struct CorePlan {
 // kMaxParts ranges, plus what meeting in the workspace costs). The fastest estimate wins. Shares
 // under kMinShare K tiles are not tried (a range that short is mostly pipeline fill), nor
 // workspaces past kMaxWorkspace. A TF32 A read MN-major (through registers) takes its own tile
-// rates and no ping-pong tile. A plan slower than
+// rates; a transposed product (plan_core_run) no ping-pong tile. A plan slower than
 // kMaxSlowdown times the GPU's whole rate does not fit (a tile or two over a very long K: the wgmma
 // family's K slices run it), nor one of a single 16-bit K tile past kCoreShortKMaxRounds rounds. No
 // split for accuracy: a float32 sum of any K stays far below the 16-bit output's rounding, and below
@@ -85,8 +85,10 @@ CorePlan plan_core(const GemmProblem& p, int num_sms);
 // (tiles fill the output differently: 3072 x 1024 x 1024 tn ran 0.82x torch on 96 tiles of 128 x 256,
 // its transpose 0.95x on 128 of 128 x 192, of which 3072 x 1024 needs 144; bench/NOTES.md item 188),
 // and where the two are level, for MN-major operands the one whose output is no taller than wide
-// (3072 x 768 x 8192 tn on 120 tiles of 128 x 160 either way: 0.83x torch, 0.96x transposed, warm;
-// 0.88x and 0.93x with the L2 evicted).
+// (3072 x 768 x 8192 tn on 120 tiles of 128 x 160 either way: 0.83-0.94x torch, 0.95-0.96x
+// transposed, warm; 0.88x and 0.91-0.93x with the L2 evicted). A transposed product runs on the
+// cooperative tiles only: on the ping-pong tile its epilogue cost 4-5% (2304 x 768 x 8192 tn: 0.93x
+// against 0.98x for the same product not transposed).
 struct CoreRun {
   GemmProblem problem;
   CorePlan plan;

@@ -412,9 +412,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   // warpgroup (one in flight, one being loaded), on the cooperative tiles (the ping-pong tile's
   // two row blocks a group would double them: not built).
   constexpr bool kARegisters = sizeof(T) == 4 && !kAKMajor;
-  static_assert(sizeof(T) == 2 ? !kTransposedOut || kAKMajor == kBKMajor : kBKMajor && !(kARegisters && Tile::kPingPong),
+  static_assert(!(kTransposedOut && Tile::kPingPong) &&
+                    (sizeof(T) == 2 ? !kTransposedOut || kAKMajor == kBKMajor : kBKMajor && !(kARegisters && Tile::kPingPong)),
                 "16-bit operands (transposed: both K-major or both MN-major), or TF32 with B K-major (A MN-major "
-                "in the cooperative tiles)");
+                "in the cooperative tiles); transposed products in the cooperative tiles");
   if constexpr (!wgmma::kCompiled) {
     __trap();  // not an sm_90a pass: the dispatcher launches this kernel only on sm_90a images
   } else {
