@@ -167,11 +167,14 @@ def test_tf32_through_registers_takes_the_wide_tiles(plan):
 
 def test_16_bit_orientation(plan):
     """16-bit operands both K-major or both MN-major run as C^T = B^T A^T where that estimate is the
-    faster, and MN-major ones also where the two are level and C is taller than wide (bench/NOTES.md
-    item 188); nn and tt (whose transposes are other layouts) and TF32 x @ W^T never; TF32 dy @ W always."""
+    faster, and MN-major ones also where the two are level, C is taller than wide and its whole tiles
+    run in one round (bench/NOTES.md item 188); nn and tt (whose transposes are other layouts) and TF32
+    x @ W^T never; TF32 dy @ W always."""
     cases = [
-        ((3072, 768, 8192, 1, "bf16:tn"), True, 160),  # level: 120 tiles of 128 x 160 either way
+        ((3072, 768, 8192, 1, "bf16:tn"), True, 160),  # level: 120 tiles of 128 x 160 either way, one round
         ((768, 3072, 8192, 1, "bf16:tn"), False, 160),
+        ((14336, 4096, 4096, 1, "bf16:tn"), False, None),  # level over several rounds: as it comes
+        ((2048, 640, 16384, 1, "bf16:tn"), False, None),  # level in stream-K: as it comes
         ((3072, 1024, 1024, 1, "f16:tn"), True, 192),  # 128 tiles of 128 x 192 against 144
         ((1024, 3072, 1024, 1, "f16:tn"), False, 192),
         ((3000, 7000, 2000, 1, "bf16"), True, 256),  # 660 tiles of 128 x 256 against 672

@@ -188,7 +188,8 @@ CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
   const GemmProblem q = transposed(p);
   const CorePlan turned = plan_core(q, num_sms);
   const bool level = std::abs(turned.time - direct.time) <= 1e-9 * direct.time;
-  const bool better = level ? !p.a.row_major && p.m > p.n : turned.time < direct.time;
+  const bool one_round = direct.dp_tiles == direct.tiles && direct.tiles <= direct.clusters;
+  const bool better = level ? !p.a.row_major && p.m > p.n && one_round : turned.time < direct.time;
   return turned.fits && (better || !direct.fits) ? CoreRun{q, turned} : CoreRun{p, direct};
 }
 

@@ -81,14 +81,17 @@ CorePlan plan_core(const GemmProblem& p, int num_sms);
 // The problem as the core runs it (C = A B, or C^T = B^T A^T: transposed() in gemm_problem.h) and
 // its plan. TF32 with B row-major runs transposed (wgmma reads TF32 B K-major only; the product's A,
 // B's memory, goes through registers). 16-bit operands both K-major or both MN-major keep their
-// layouts transposed, so the orientation is the rule's to choose: the one with the faster estimate
-// (tiles fill the output differently: 3072 x 1024 x 1024 tn ran 0.82x torch on 96 tiles of 128 x 256,
-// its transpose 0.95x on 128 of 128 x 192, of which 3072 x 1024 needs 144; bench/NOTES.md item 188),
-// and where the two are level, for MN-major operands the one whose output is no taller than wide
-// (3072 x 768 x 8192 tn on 120 tiles of 128 x 160 either way: 0.83-0.94x torch, 0.95-0.96x
-// transposed, warm; 0.88x and 0.91-0.93x with the L2 evicted). A transposed product runs on the
-// cooperative tiles only: on the ping-pong tile its epilogue cost 4-5% (2304 x 768 x 8192 tn: 0.93x
-// against 0.98x for the same product not transposed).
+// layouts transposed, so the orientation is the rule's to choose (H200, bench/NOTES.md item 188):
+// - the one with the faster estimate: tiles fill the output differently (3072 x 1024 x 1024 tn ran
+//   0.82x torch on 96 tiles of 128 x 256, its transpose 0.95x on 128 of 128 x 192, of which 3072 x
+//   1024 needs 144; 3000 x 7000 x 2000 nt 0.83x on 128 x 128, transposed 0.99x on 128 x 256);
+// - where the two are level, for MN-major operands whose whole tiles all run at once (one round),
+//   the orientation whose output is no taller than wide: 3072 x 768 x 8192 tn 0.78-0.94x, transposed
+//   0.96-0.97x (0.83x and 0.90x with the L2 evicted); 4000 x 1000 x 8000 0.84x and 0.99x. Over several
+//   rounds the transpose ran 0-2.5% slower (14336 x 4096 x 4096, 6144 x 4096 x 4096), and in stream-K
+//   3% (2048 x 640 x 16384): there the product runs as it comes.
+// A transposed product runs on the cooperative tiles only: on the ping-pong tile its epilogue cost
+// 4-5% (2304 x 768 x 8192 tn: 0.93x against 0.98x for the same product not transposed).
 struct CoreRun {
   GemmProblem problem;
   CorePlan plan;
