@@ -1,5 +1,6 @@
 """The Hopper GEMM core (gemm_core_sm90.cuh; 16-bit operands in every layout, TF32 with A
-row-major, B row-major computed transposed with A through registers): every tile (with and without clusters), layout and cut of K into stream-K ranges
+row-major, B row-major computed transposed with A through registers; products the rule runs as
+C^T = B^T A^T): every tile (with and without clusters), layout and cut of K into stream-K ranges
 (the operator's `splits`; even cuts where the clusters are a multiple of the tiles) at shapes whose
 edges fall inside a tile, batches (broadcast ones too), persistent walks of more work items than
 SMs, and the dispatcher's rule for which problems it takes and how."""
@@ -259,6 +260,7 @@ def test_bias_shapes_take_whole_tiles_and_stream_k():
     texts = [ops._explain(*_bias_operands(m, k, n, "bfloat16")) for m, k, n in BIAS_SHAPES]
     assert any("stream-K: " in t for t in texts) and any("stream-K: " not in t for t in texts), texts
     assert [TRANSPOSED in t for t in texts] == [False, False, False, True], texts
+    assert TRANSPOSED in ops._explain(*_bias_operands(*BIAS_SHAPES[-1], "tf32"))
 
 
 # 16-bit products that the core runs as C^T = B^T A^T (plan_core_run; test_core_rule checks which).
@@ -279,27 +281,38 @@ def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
     check_against_reference(out, a, b)
 
 
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("precision", ["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("m,n,batch,tile,splits", [
     (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
     (40, 136, 1, 8, 3), (136, 40, 132, 9, 1), (40, 392, 40, 9, 3), (136, 40, 132, 10, 1), (40, 392, 40, 10, 3)])
-def test_16bit_k_major_products_transposed(m, n, batch, tile, splits, dtype):
-    """x @ W^T (both operands K-major) where the transpose's estimate is the faster on the forced
-    tile: fewer rounds of tiles, or a shorter stream-K share."""
+def test_k_major_products_transposed(m, n, batch, tile, splits, precision):
+    """x @ W^T (both operands K-major; 16-bit or TF32) where the transpose's estimate is the faster on
+    the forced tile: fewer rounds of tiles, or a shorter stream-K share."""
+    dtype = torch.float32 if precision == "tf32" else getattr(torch, precision)
     a, b = operands(m, 392, n, "nt", dtype, "cuda", batch=(batch,))
-    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, 0), (batch, m, n), dtype, "cuda")
-    check_against_reference(out, a, b)
+    code = TF32 if precision == "tf32" else 0
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, code), (batch, m, n), dtype, "cuda")
+    if precision == "tf32":
+        check_tf32_product(out, a, b)
+    else:
+        check_against_reference(out, a, b)
 
 
-@pytest.mark.parametrize("m,k,n,layout", [(3072, 8192, 768, "tn"), (3000, 2000, 7000, "nt")])
-def test_dispatcher_runs_16bit_products_transposed(m, k, n, layout):
+@pytest.mark.parametrize("m,k,n,layout,precision", [(3072, 8192, 768, "tn", "bfloat16"),
+                                                    (3000, 2000, 7000, "nt", "bfloat16"), (3000, 2000, 7000, "nt", "tf32")])
+def test_dispatcher_runs_products_transposed(m, k, n, layout, precision):
     """GPT-2's 3072 x 768 weight gradient (level estimates, C taller than wide) and an output whose
-    transpose takes fewer rounds of 128 x 256 tiles (660 against 672)."""
-    a, b = operands(m, k, n, layout, torch.bfloat16, "cuda")
-    text = tiledmm.explain(a, b)
+    transpose takes fewer rounds of 128 x 256 tiles (660 against 672), in 16 bits and TF32."""
+    dtype = torch.float32 if precision == "tf32" else getattr(torch, precision)
+    a, b = operands(m, k, n, layout, dtype, "cuda")
+    text = tiledmm.explain(a, b, precision="tf32" if precision == "tf32" else None)
     assert CORE in text and TRANSPOSED in text, text
-    out, _ = poisoned(lambda: tiledmm.matmul(a, b), (m, n), torch.bfloat16, "cuda")
-    check_against_reference(out, a, b)
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision="tf32" if precision == "tf32" else None), (m, n),
+                      dtype, "cuda")
+    if precision == "tf32":
+        check_tf32_product(out, a, b)
+    else:
+        check_against_reference(out, a, b)
 
 
 @pytest.mark.parametrize("tile", CORE_TILES[:-1])

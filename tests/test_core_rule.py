@@ -168,8 +168,8 @@ def test_tf32_through_registers_takes_the_wide_tiles(plan):
 def test_16_bit_orientation(plan):
     """16-bit operands both K-major or both MN-major run as C^T = B^T A^T where that estimate is the
     faster, and MN-major ones also where the two are level, C is taller than wide and its whole tiles
-    run in one round (bench/NOTES.md item 188); nn and tt (whose transposes are other layouts) and TF32
-    x @ W^T never; TF32 dy @ W always."""
+    run in one round (bench/NOTES.md item 188); nn and tt (whose transposes are other layouts) never;
+    TF32 x @ W^T as 16-bit, TF32 dy @ W always."""
     cases = [
         ((3072, 768, 8192, 1, "bf16:tn"), True, 160),  # level: 120 tiles of 128 x 160 either way, one round
         ((768, 3072, 8192, 1, "bf16:tn"), False, 160),
@@ -182,7 +182,9 @@ def test_16_bit_orientation(plan):
         ((8192, 3072, 768, 1, "bf16"), False, None),  # level, K-major: as it comes
         ((3072, 768, 8192, 1, "bf16:nn"), False, None),
         ((3072, 768, 8192, 1, "bf16:tt"), False, None),
-        ((3000, 7000, 2000, 1, "f32"), False, None),
+        ((3000, 7000, 2000, 1, "f32"), True, 256),  # TF32 x @ W^T as 16-bit
+        ((7000, 3000, 2000, 1, "f32"), False, 256),
+        ((8192, 2304, 768, 1, "f32"), False, None),
         ((3000, 7000, 2000, 1, "f32:nn"), True, None),
     ]
     table, plans = plan([problem(*shape) for shape, _, _ in cases])
@@ -201,7 +203,8 @@ def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
     cooperative = [t for t in range(len(table["bn"])) if not table["pingpong"][t]]
     mn_major = [problem(m, n, k, batch, "bf16:tn", tile=table["tile_base"] + t, splits=1)
                 for m, n, k, batch in [(264, 136, 392, 3), (1032, 136, 264, 3), (264, 132, 392, 2)] for t in cooperative]
-    k_major = [problem(m, n, 392, batch, "bf16", tile=tile, splits=splits) for m, n, batch, tile, splits in [
+    k_major = [problem(m, n, 392, batch, dtype, tile=tile, splits=splits) for dtype in ("bf16", "f32")
+               for m, n, batch, tile, splits in [
         (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
         (40, 136, 1, 8, 3), (136, 40, 132, 9, 1), (40, 392, 40, 9, 3), (136, 40, 132, 10, 1), (40, 392, 40, 10, 3)]]
     _, plans = plan(mn_major + k_major)

@@ -149,20 +149,23 @@ struct CoreLaunch {
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       };
       const std::false_type no;
-      // TF32: B K-major, A K-major or (transposed products, not on the ping-pong tile: plan_core,
-      // check_forced_tile) MN-major.
-      if constexpr (kTf32 && Tile::kPingPong) {
-        STD_TORCH_CHECK(!p.c_transposed, "tiledmm: internal error: a transposed TF32 product on the ping-pong tile");
-        run_layout(std::true_type{}, std::true_type{}, no);
+      const std::true_type yes;
+      // Transposed products (plan_core_run) run on the cooperative tiles only. TF32 reads B K-major,
+      // and A K-major or, transposed (dy @ W), MN-major through registers; 16-bit products run
+      // transposed where both operands are K-major or both MN-major.
+      if (p.c_transposed) {
+        STD_TORCH_CHECK(!Tile::kPingPong && !p.b.row_major == (kTf32 || p.a.row_major),
+                        "tiledmm: internal error: a transposed product on the ping-pong tile, or in a layout the "
+                        "core does not run transposed");
+        if constexpr (!Tile::kPingPong) {
+          if constexpr (kTf32)
+            with_bool(p.a.row_major, [&](auto a) { run_layout(a, yes, yes); });
+          else
+            with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, yes); });
+        }
       } else if constexpr (kTf32) {
-        with_bool(p.c_transposed, [&](auto t) {
-          run_layout(std::bool_constant<!decltype(t)::value>{}, std::true_type{}, t);
-        });
-      } else if (p.c_transposed) {  // 16-bit: both operands K-major or both MN-major (plan_core_run)
-        STD_TORCH_CHECK(p.a.row_major == !p.b.row_major && !Tile::kPingPong, "tiledmm: internal error: a "
-                        "transposed 16-bit product on the ping-pong tile, or whose operands are not both K-major "
-                        "or both MN-major");
-        if constexpr (!Tile::kPingPong) with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, std::true_type{}); });
+        STD_TORCH_CHECK(p.a.row_major && !p.b.row_major, "tiledmm: internal error: TF32 operands not K-major");
+        run_layout(yes, yes, no);
       } else {
         with_bool(p.a.row_major, [&](auto a) { with_bool(!p.b.row_major, [&](auto b) { run_layout(a, b, no); }); });
       }
@@ -200,8 +203,9 @@ struct CoreLaunch {
          "next tile computes\n";
     if (p.c_transposed)
       s << "computed as C^T = B^T A^T ("
-        << (kTf32 ? "wgmma reads TF32 B K-major only" : "the orientation the rule estimates faster, or level and "
-                                                         "no taller than wide")
+        << (kTf32 && problem.b.row_major ? "wgmma reads TF32 B K-major only"
+                                         : "the orientation the rule estimates faster, or level, no taller than "
+                                           "wide and in one round")
         << "), its " << p.m << " x " << p.n << " result written transposed into C\n";
     s << "loads: both operands' tiles by bulk tensor copies (TMA, 128-byte swizzle), "
       << (p.a.row_major ? "A K-major" : "A MN-major") << ", " << (p.b.row_major ? "B MN-major" : "B K-major")

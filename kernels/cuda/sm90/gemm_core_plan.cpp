@@ -177,8 +177,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
 }
 
 CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
-  if (core_bk(p) == 32) {
-    const GemmProblem q = p.b.row_major ? transposed(p) : p;
+  if (core_bk(p) == 32 && p.b.row_major) {
+    const GemmProblem q = transposed(p);
     return {q, plan_core(q, num_sms)};
   }
   const CorePlan direct = plan_core(p, num_sms);

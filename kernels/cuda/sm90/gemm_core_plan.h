@@ -80,8 +80,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms);
 
 // The problem as the core runs it (C = A B, or C^T = B^T A^T: transposed() in gemm_problem.h) and
 // its plan. TF32 with B row-major runs transposed (wgmma reads TF32 B K-major only; the product's A,
-// B's memory, goes through registers). 16-bit operands both K-major or both MN-major keep their
-// layouts transposed, so the orientation is the rule's to choose (H200, bench/NOTES.md item 188):
+// B's memory, goes through registers). Operands both K-major (and 16-bit ones both MN-major) keep
+// their layouts transposed, so the orientation is the rule's to choose (H200, bench/NOTES.md item 188):
 // - the one with the faster estimate: tiles fill the output differently (3072 x 1024 x 1024 tn ran
 //   0.82x torch on 96 tiles of 128 x 256, its transpose 0.95x on 128 of 128 x 192, of which 3072 x
 //   1024 needs 144; 3000 x 7000 x 2000 nt 0.83x on 128 x 128, transposed 0.99x on 128 x 256);

@@ -5,8 +5,8 @@
 // reads TF32 from shared memory K-major only, and the TMA, which cannot transpose 4-byte elements,
 // rounds them to nearest TF32 on the way (a TFLOAT32 tensor map). An MN-major TF32 A is read into
 // registers by the math warps (kARegisters); so a product with a row-major B (dy @ W) runs as
-// C^T = B^T A^T, written back transposed (kTransposedOut). 16-bit products whose operands are both
-// K-major or both MN-major run transposed where the rule finds that orientation faster.
+// C^T = B^T A^T, written back transposed (kTransposedOut). Products whose operands are both K-major
+// (and 16-bit ones both MN-major) run transposed where the rule finds that orientation faster.
 //
 // A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
