@@ -40,8 +40,8 @@ struct GemmProblem {
   // Forces a kernel configuration (tests, tile sweeps); -1 and 0 let the dispatcher choose.
   int tile_override;        // an index into the dispatcher's tile table
   int64_t splits_override;  // the number of slices K is split into
-  // Set by the dispatcher only (orient): the kernel computes C^T = B^T A^T, an n x m product
-  // whose result it writes column-major into c.
+  // Set by the dispatcher only (transposed(): the families' orient, the core's plan_core_run): the
+  // kernel computes C^T = B^T A^T, an n x m product whose result it writes column-major into c.
   bool c_transposed;
   // linear's bias (tiledmm::_gemm_nd), or null: column j of C gains bias[j * bias_stride] (stride 0:
   // one value for all). A kernel that adds it in its epilogue, to the float32 sums before their

@@ -2,8 +2,9 @@
 // standard input, one JSON object a line, so that tests/test_core_rule.py can check the rule on a
 // machine without a GPU. Input lines: m n k batch dtype num_sms tile_override splits_override; dtype
 // bf16, f16 or f32 (x @ W^T: A row-major, B column-major), with a layout after a colon (bf16:tn: A
-// column-major, B row-major, as dW = dy^T x), or f32t: TF32 with A MN-major (as the core runs dy @ W,
-// through registers). The first output line gives the core's tile table.
+// column-major, B row-major, as dW = dy^T x; f32:nn, TF32 dy @ W, which the core runs transposed), or
+// f32t: TF32 with A MN-major and B K-major (the problem the core runs for dy @ W, planned as given).
+// The first output line gives the core's tile table.
 #include <iostream>
 #include <string>
 

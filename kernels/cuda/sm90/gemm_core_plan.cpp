@@ -31,7 +31,7 @@ constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88,
 // bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85
 // of 128 x 256, 128 x 64 at 0.5), while 128 x 192 runs as fast as 128 x 256 (768 x 8192 outputs:
 // 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). The ping-pong tile is not built for it
-// (plan_core leaves it out).
+// (a transposed product: plan_core leaves it out).
 constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0};
 }  // namespace
 
@@ -183,14 +183,16 @@ CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
   }
   const CorePlan direct = plan_core(p, num_sms);
   // nn and tt change layouts transposed (into tt and nn): not chosen here; nor the ping-pong tile.
-  const bool ping_pong = p.tile_override >= kCoreTileBase && kCorePingPong[p.tile_override - kCoreTileBase];
-  if (p.a.row_major == p.b.row_major || ping_pong) return {p, direct};
+  // What the core takes stays what its plan in the given orientation fits (its limits were measured so).
+  const bool ping_pong = p.tile_override >= kCoreTileBase && p.tile_override < kCoreTileBase + kCoreTiles &&
+                         kCorePingPong[p.tile_override - kCoreTileBase];
+  if (p.a.row_major == p.b.row_major || ping_pong || !direct.fits) return {p, direct};
   const GemmProblem q = transposed(p);
   const CorePlan turned = plan_core(q, num_sms);
   const bool level = std::abs(turned.time - direct.time) <= 1e-9 * direct.time;
   const bool one_round = direct.dp_tiles == direct.tiles && direct.tiles <= direct.clusters;
   const bool better = level ? !p.a.row_major && p.m > p.n && one_round : turned.time < direct.time;
-  return turned.fits && (better || !direct.fits) ? CoreRun{q, turned} : CoreRun{p, direct};
+  return turned.fits && better ? CoreRun{q, turned} : CoreRun{p, direct};
 }
 
 }  // namespace tiledmm

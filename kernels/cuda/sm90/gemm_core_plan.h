@@ -91,7 +91,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms);
 //   rounds the transpose ran 0-2.5% slower (14336 x 4096 x 4096, 6144 x 4096 x 4096), and in stream-K
 //   3% (2048 x 640 x 16384): there the product runs as it comes.
 // A transposed product runs on the cooperative tiles only: on the ping-pong tile its epilogue cost
-// 4-5% (2304 x 768 x 8192 tn: 0.93x against 0.98x for the same product not transposed).
+// 4-5% (2304 x 768 x 8192 tn: 0.93x against 0.98x for the same product not transposed). What the
+// core takes is what its plan fits as the problem comes (the fit's limits were measured so).
 struct CoreRun {
   GemmProblem problem;
   CorePlan plan;

@@ -304,7 +304,8 @@ __device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bia
 
 // kTransposed: the product is C^T (m x n) and C (n x m, row-major) is written, a pass of
 // OutputPass::kLines of its lines at a time: a store's lanes (g, t4) write lines 2 t4 + e (four
-// swizzle phases) at outputs g (two 16-byte chunks), 32 distinct banks.
+// swizzle phases) at outputs g (float32: two 16-byte chunks, 32 distinct banks; 16-bit: one, 16
+// banks, lanes g and g + 1 halves of a word), without conflicts.
 template <int BN, bool kTransposed, typename Out>
 __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out* c, int64_t m, int64_t n, int64_t z,
                                                 int64_t row0, int64_t col0, const TensorMap& map,
