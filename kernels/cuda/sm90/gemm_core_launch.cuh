@@ -157,12 +157,8 @@ struct CoreLaunch {
         STD_TORCH_CHECK(!Tile::kPingPong && !p.b.row_major == (kTf32 || p.a.row_major),
                         "tiledmm: internal error: a transposed product on the ping-pong tile, or in a layout the "
                         "core does not run transposed");
-        if constexpr (!Tile::kPingPong) {
-          if constexpr (kTf32)
-            with_bool(p.a.row_major, [&](auto a) { run_layout(a, yes, yes); });
-          else
-            with_bool(p.a.row_major, [&](auto a) { run_layout(a, a, yes); });
-        }
+        if constexpr (!Tile::kPingPong)
+          with_bool(p.a.row_major, [&](auto a) { run_layout(a, std::bool_constant<kTf32 || decltype(a)::value>{}, yes); });
       } else if constexpr (kTf32) {
         STD_TORCH_CHECK(p.a.row_major && !p.b.row_major, "tiledmm: internal error: TF32 operands not K-major");
         run_layout(yes, yes, no);

@@ -289,12 +289,11 @@ __device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bia
     }
     return;
   }
-  const int64_t col0 = first0;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int64_t x = col0 + 8 * j + 2 * t4 + e;
+      const int64_t x = first0 + 8 * j + 2 * t4 + e;
       const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
       acc[4 * j + e] += v;
       acc[4 * j + 2 + e] += v;
