@@ -100,7 +100,7 @@ def test_wide_output_walks_groups_of_rows():
 def test_stream_k_sums_in_range_order(tile, batch):
     """K cut into ranges (five a tile, forced): the last range of a tile to finish adds every part
     in range order, so the same inputs give the same bits launch after launch, whichever range
-    happens to finish last (the arrival counters start from zero each launch). A batch of two cuts
+    happens to finish last (each launch leaves the arrival counters at zero for the next). A batch of two cuts
     K evenly on most tiles (one range a cluster); with six, five ranges a tile need more clusters
     than the GPU has, so every cluster takes an even share that crosses tiles, and a tile's head
     that comes after another item of its share may keep its part in registers."""
@@ -109,6 +109,45 @@ def test_stream_k_sums_in_range_order(tile, batch):
     check_against_reference(first, a, b)
     for _ in range(8):
         assert torch.equal(ops._bmm_with_config(a, b, tile, 5, 0), first)
+
+
+def test_stream_k_on_two_streams_and_in_a_cuda_graph():
+    """Stream-K's arrival counters are kept per stream between launches (each launch leaves them at
+    zero): products on two streams at once, and a captured graph (which zeroes counters of its own,
+    since it may replay on any stream) replayed beside launches on the stream it was captured on."""
+    shapes = [(768, 8192, 768), (896, 8192, 1280), (640, 16384, 640)]
+    pairs = [operands(m, k, n, "tn", torch.bfloat16, "cuda") for m, k, n in shapes]
+    assert all("stream-K:" in tiledmm.explain(a, b) for a, b in pairs)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [[], []]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    for _ in range(3):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[i] += [tiledmm.matmul(a, b) for a, b in (pairs if i == 0 else pairs[::-1])]
+    torch.cuda.synchronize()
+    for i in range(2):
+        for out, (a, b) in zip(outs[i], (pairs if i == 0 else pairs[::-1]) * 3):
+            check_against_reference(out, a, b)
+
+    a, b = pairs[0]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        captured = tiledmm.matmul(a, b)
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            graph.replay()
+            eager = tiledmm.matmul(a, b)
+        graph.replay()  # on the current stream, beside the side stream's launches
+        torch.cuda.synchronize()
+        check_against_reference(captured, a, b)
+        check_against_reference(eager, a, b)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

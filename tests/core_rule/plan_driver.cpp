@@ -35,7 +35,8 @@ int main() {
     std::cout << "{\"tile\": " << c.tile << ", \"tiles\": " << c.tiles << ", \"dp_tiles\": " << c.dp_tiles
               << ", \"clusters\": " << c.clusters << ", \"max_parts\": " << c.max_parts
               << ", \"group_rows\": " << c.group_rows << ", \"fits\": " << (c.fits ? "true" : "false")
-              << ", \"transposed\": " << (run.problem.c_transposed ? "true" : "false") << "}\n";
+              << ", \"transposed\": " << (run.problem.c_transposed ? "true" : "false")
+              << ", \"time_us\": " << c.time * 1e6 << "}\n";
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "cuda/common/arrival_counters.h"
 #include "cuda/sm90/gemm_core_plan.h"
 #include "cuda/sm90/gemm_core_sm90.cuh"
 #include "cuda/dispatch/gemm_dispatch.cuh"
@@ -119,18 +120,23 @@ struct CoreLaunch {
     }
     const int cluster = kCoreCluster[plan.tile];
     const int64_t k_tiles = (p.k + kBK - 1) / kBK;
-    // Stream-K tiles: the parts of each block's m64 row blocks, then their arrival counters, zeroed here.
+    // Stream-K tiles: the parts of each block's m64 row blocks, and their arrival counters (the
+    // stream's, or zeroed here while a graph is captured).
     torch::stable::Tensor workspace;
     CoreParts ws{nullptr, nullptr, plan.max_parts};
     if (plan.dp_tiles < plan.tiles) {
       const int64_t slots = (plan.tiles - plan.dp_tiles) * cluster * (kCoreBM / 64);
-      const int64_t part_bytes = slots * plan.max_parts * 64 * kCoreBN[plan.tile] * 4, counter_bytes = slots * 4;
+      ws.arrivals = arrival_counters(p.device_index, stream, slots);
+      const int64_t part_bytes = slots * plan.max_parts * 64 * kCoreBN[plan.tile] * 4;
+      const int64_t counter_bytes = ws.arrivals == nullptr ? slots * 4 : 0;
       workspace = torch::stable::empty({part_bytes + counter_bytes}, torch::headeronly::ScalarType::Byte, std::nullopt,
                                        torch::stable::Device(torch::headeronly::DeviceType::CUDA, p.device_index));
       unsigned char* base = static_cast<unsigned char*>(workspace.mutable_data_ptr());
       ws.parts = reinterpret_cast<float*>(base);
-      ws.arrivals = reinterpret_cast<unsigned*>(base + part_bytes);
-      STD_CUDA_CHECK(cudaMemsetAsync(ws.arrivals, 0, counter_bytes, stream));
+      if (ws.arrivals == nullptr) {
+        ws.arrivals = reinterpret_cast<unsigned*>(base + part_bytes);
+        STD_CUDA_CHECK(cudaMemsetAsync(ws.arrivals, 0, counter_bytes, stream));
+      }
     }
     with_index<kCoreTiles>(plan.tile, [&](auto index) {
       constexpr int kIndex = decltype(index)::value;

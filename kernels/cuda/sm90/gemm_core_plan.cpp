@@ -66,9 +66,10 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
   constexpr double kMaxSlowdown = 3.0;
-  // Zeroing the workspace's counters before a stream-K launch (one more operation on the stream),
-  // and what stream-K cost past its products and its meeting model in a sweep of forced plans (8-15
-  // us on an H100, bench/NOTES.md item 170): fitted with 128 x 64's rate to the least regret.
+  // What stream-K cost past its products and its meeting model in a sweep of forced plans (8-15 us on
+  // an H100, bench/NOTES.md item 170), fitted with 128 x 64's rate to the least regret. Without the
+  // memset of the counters before each launch (0.5-1.3 us, H200) a refit over 12 shapes was as good
+  // anywhere from 1 to 7 us (item 190).
   constexpr double kWorkspaceCost = 7e-6;
   // What whole tiles in clusters cost beyond the same tiles alone (H100: 128 x 256 tiles, one a
   // block or cluster, K from 64 to 8192: 2-3 us more in clusters of two at every K; bench/NOTES.md

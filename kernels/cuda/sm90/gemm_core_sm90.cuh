@@ -201,8 +201,8 @@ struct CoreWalk {
 // Where the ranges of a stream-K tile meet: each m64 row block of a block's tile is BN / 8 chunks of
 // four floats (a math warpgroup's registers 4 j ... 4 j + 3) by the group's 128 threads, so that a
 // warp's stores and loads of a chunk are 512 consecutive bytes; max_parts of them a tile, in range
-// order. arrivals: the K tiles done, a counter per tile, block of the cluster and row block, zeroed
-// before each launch.
+// order. arrivals: the K tiles done, a counter per tile, block of the cluster and row block, zero
+// when the launch starts and again when it ends (the last range resets it).
 struct CoreParts {
   float* parts;
   unsigned* arrivals;
@@ -245,6 +245,7 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
     if (!sync::warps_or<128>(last, 1 + group)) return false;
   }
   __threadfence();  // the other ranges' parts, counted before this range saw the count, are visible
+  if (tid_in_group == 0) ws.arrivals[slot] = 0;  // every range has counted: zero for the next launch
   if (!kept) {  // every part from the L2, part 0 too (the accumulators are free once written out)
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
