@@ -111,6 +111,9 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// Programmatic dependent launch (sm_90): waits until the grids this one was launched behind have
+// completed and their writes are visible.
+__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 // Waits until at most kPending of this thread's bulk groups are still reading shared memory (their
 // source may then be written again; the writes to global memory may still be under way).
 template <int kPending>

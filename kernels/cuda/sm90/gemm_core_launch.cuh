@@ -51,20 +51,25 @@ struct CoreLaunch {
   template <auto kKernel, class Tile, typename... Args>
   static void launch(int blocks, cudaStream_t stream, const Args&... args) {
     opt_in_smem<kKernel, Tile::kSmemBytes>();
-    if constexpr (Tile::kCluster == 1) {
-      kKernel<<<blocks, Tile::kThreads, Tile::kSmemBytes, stream>>>(args...);
-      return;
-    }
     cudaLaunchConfig_t config{};
     config.blockDim = dim3(Tile::kThreads);
     config.dynamicSmemBytes = Tile::kSmemBytes;
     config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Tile::kCluster;
-    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    // Programmatic dependent launch: the blocks start (barriers, tensor maps) while the stream's
+    // previous grid finishes, and wait for it before reading (gemm_core_kernel).
+    cudaLaunchAttribute attributes[2] = {};
+    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[0].val.programmaticStreamSerializationAllowed = 1;
+    attributes[1].id = cudaLaunchAttributeClusterDimension;
+    attributes[1].val.clusterDim.x = Tile::kCluster;
+    attributes[1].val.clusterDim.y = attributes[1].val.clusterDim.z = 1;
+    config.attrs = attributes;
+    config.numAttrs = Tile::kCluster > 1 ? 2 : 1;
+    if constexpr (Tile::kCluster == 1) {
+      config.gridDim = dim3(blocks);
+      STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args...));
+      return;
+    }
     // Clusters that fit the GPU at once, asked once per device (fewer clusters only make each
     // stream-K share longer: the walk divides by the grid it gets).
     static std::atomic<int> fit[64] = {};

@@ -457,6 +457,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     }
     if constexpr (kCluster > 1) ptx::cluster_sync();  // the other blocks' mbarriers, before any copy
     else __syncthreads();
+    // Launched behind the stream's last grid (programmatic dependent launch): the set-up above ran
+    // beside its end; its outputs, which may be this grid's operands, are read only now.
+    ptx::wait_prior_grids();
 
     if (group == Tile::kMathGroups) {
       // The producer. Its first pass over the ring waits for nothing: a new mbarrier reports the
