@@ -362,6 +362,20 @@ def test_dispatcher_runs_products_transposed(m, k, n, layout, precision):
     check_in_precision(out, a, b, precision)
 
 
+@pytest.mark.parametrize("precision", ["bfloat16", "tf32"])
+def test_short_k_outputs_of_few_rows_stay_on_the_core(precision):
+    """Attention's p @ v (batch 96 of 512 x 512 @ 512 x 64, K = 512) on the core: TF32 transposed
+    (64-row outputs on 128-row tiles, an estimate over 3x the GPU's whole rate, but over a K that the
+    family would not cut either), bfloat16 as it comes; the product against float64."""
+    dtype = torch.float32 if precision == "tf32" else torch.bfloat16
+    prec = "tf32" if precision == "tf32" else None
+    a, b = operands(512, 512, 64, "nn", dtype, "cuda", batch=(96,))
+    text = tiledmm.explain(a, b, precision=prec)
+    assert CORE in text or not on_132_sms(), text
+    out, _ = poisoned(lambda: tiledmm.matmul(a, b, precision=prec), (96, 512, 64), dtype, "cuda")
+    check_in_precision(out, a, b, precision)
+
+
 def test_tf32_transposed_stream_k_with_a_bias():
     """x @ W^T + b in TF32 at 904 x 4104 x 1032: its transpose in stream-K (54 tiles of 128 x 160 cut
     into up to four ranges), the bias added along the C^T tile's rows once the ranges have met."""

@@ -152,6 +152,25 @@ def test_measured_cases_keep_their_plans(plan):
     assert not large_k64["fits"] and not small_k["fits"], (large_k64, small_k)
 
 
+def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan):
+    """A plan over 3x the GPU's whole rate goes to the wgmma family (its K slices), but over a K of
+    257 to 32 K tiles (which the family does not cut) only past 4x (bench/NOTES.md item 190, H200):
+    TF32 attention's p @ v (512 x 64 outputs, batch 96, run transposed) and 16-bit outputs of 64 to
+    512 rows stay on the core; 32-row outputs past 4x, the same outputs over a long K, and K of at
+    most 256 (the family's short-K tile) go back."""
+    table, plans = plan([
+        problem(512, 64, 512, 96, "f32:nn"), problem(64, 128, 2048, 96, "bf16:nn"),
+        problem(512, 1024, 512, 1, "bf16:nn"), problem(256, 2048, 1024, 1, "f32"),
+        problem(32, 2048, 2048, 96), problem(64, 4096, 16384, 1), problem(512, 512, 8192, 1, "f32:nn"),
+        problem(472, 5352, 64, 1),
+    ])
+    for c in plans[:4]:
+        assert c["fits"], c
+    assert plans[0]["transposed"] and table["bn"][plans[0]["tile"]] == 128, plans[0]
+    for c in plans[4:]:
+        assert not c["fits"], c
+
+
 def test_tf32_through_registers_takes_the_wide_tiles(plan):
     """TF32 dy @ W, run as its transpose with A through registers (item 185, H200): 128 x 192 where
     its whole tiles fill the rounds that 128 x 256's leave part idle (GPT-2's data gradients: 768 x

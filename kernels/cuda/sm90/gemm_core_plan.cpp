@@ -65,7 +65,14 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // 256 x 256 clusters in 2 ranges 10 us.
   constexpr double kPartWriteRate = 3e12, kPartReadRate = 40e9;
   constexpr int64_t kMinShare = 4, kMaxParts = 8, kMaxWorkspace = int64_t(256) << 20;
-  constexpr double kMaxSlowdown = 3.0;
+  // Plans slower than kMaxSlowdown times the GPU's whole rate go to the wgmma family, which cuts a
+  // long K into slices (of 24 such give-backs over longer K timed on the core, H200, bench/NOTES.md
+  // item 190, 13 ran 0.73-0.98x of the family, 7 faster). Over a K of 257 to kShortKMaxTiles K
+  // tiles, which it does not cut, the core keeps them up to kShortKMaxSlowdown: the 9 of 21 such
+  // give-backs within it ran 1.06-1.45x faster on the core (TF32 attention's p @ v, 512 x 64
+  // outputs, 1.10x); past it, 16-bit outputs of 32 rows ran 0.81-1.00x.
+  constexpr double kMaxSlowdown = 3.0, kShortKMaxSlowdown = 4.0;
+  constexpr int64_t kShortKMaxTiles = 32;
   // What stream-K cost past its products and its meeting model in a sweep of forced plans (8-15 us on
   // an H100, bench/NOTES.md item 170), fitted with 128 x 64's rate to the least regret. Without the
   // memset of the counters before each launch (0.5-1.3 us, H200) a refit over 12 shapes was as good
@@ -149,7 +156,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const bool forced = p.tile_override >= kCoreTileBase;
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
-  best.fits = forced || (best_time <= kMaxSlowdown * ideal && !streamed);
+  const bool short_k = p.k > 256 && k_tiles <= kShortKMaxTiles;
+  best.fits = forced || (best_time <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
   best.time = best_time;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
