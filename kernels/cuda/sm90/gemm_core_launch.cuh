@@ -55,8 +55,8 @@ struct CoreLaunch {
     config.blockDim = dim3(Tile::kThreads);
     config.dynamicSmemBytes = Tile::kSmemBytes;
     config.stream = stream;
-    // Programmatic dependent launch: the blocks start (barriers, tensor maps) while the stream's
-    // previous grid finishes, and wait for it before reading (gemm_core_kernel).
+    // Programmatic dependent launch: the blocks start (their mbarriers set up) while the stream's
+    // previous grid finishes, and wait for it before any global access (gemm_core_kernel).
     cudaLaunchAttribute attributes[2] = {};
     attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[0].val.programmaticStreamSerializationAllowed = 1;

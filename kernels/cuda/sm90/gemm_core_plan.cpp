@@ -68,7 +68,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // Plans slower than kMaxSlowdown times the GPU's whole rate go to the wgmma family, which cuts a
   // long K into slices (of 24 such give-backs over longer K timed on the core, H200, bench/NOTES.md
   // item 190, 13 ran 0.73-0.98x of the family, 7 faster). Over a K of 257 to kShortKMaxTiles K
-  // tiles, which it does not cut, the core keeps them up to kShortKMaxSlowdown: the 9 of 21 such
+  // tiles, which it cuts in two at most, the core keeps them up to kShortKMaxSlowdown: the 9 of 21 such
   // give-backs within it ran 1.06-1.45x faster on the core (TF32 attention's p @ v, 512 x 64
   // outputs, 1.10x); past it, 16-bit outputs of 32 rows ran 0.81-1.00x.
   constexpr double kMaxSlowdown = 3.0, kShortKMaxSlowdown = 4.0;

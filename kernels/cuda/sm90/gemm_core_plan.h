@@ -72,7 +72,7 @@ struct CorePlan {
 // workspaces past kMaxWorkspace. A TF32 A read MN-major (through registers) takes its own tile
 // rates; a transposed product (plan_core_run) no ping-pong tile. A plan slower than
 // kMaxSlowdown times the GPU's whole rate does not fit (a tile or two over a very long K: the wgmma
-// family's K slices run it; over a K of 257 to 32 K tiles, which the family does not cut, past
+// family's K slices run it; over a K of 257 to 32 K tiles, which the family cuts in two at most, past
 // kShortKMaxSlowdown), nor one of a single 16-bit K tile past kCoreShortKMaxRounds rounds. No
 // split for accuracy: a float32 sum of any K stays far below the 16-bit output's rounding, and below
 // TF32's rounding of the inputs. A forced split count S (splits_override) runs every tile by
