@@ -23,6 +23,10 @@ STABLE_TORCH_LIBRARY(tiledmm, m) {
   // has one (torch's addmm). Internal: tiledmm.linear's and mm's eager paths.
   m.def("_gemm_nd(Tensor a, Tensor b, bool ta, bool tb, Tensor? bias, int precision=0) -> Tensor");
   m.def("bmm(Tensor a, Tensor b, int precision=0) -> Tensor");
+  // mm and bmm without autograd (no Python autograd kernel on the way to the kernel): what
+  // torch.compile's graphs record and call (tiledmm/autograd.py's Compiled). Internal.
+  m.def("_mm_raw(Tensor a, Tensor b, int precision=0) -> Tensor");
+  m.def("_bmm_raw(Tensor a, Tensor b, int precision=0) -> Tensor");
   // bmm with the kernel configuration forced: tile >= 0 indexes the dispatcher's tile table,
   // splits >= 1 slices K. Lets tests, the sanitizer script and the tile sweep reach every kernel
   // variant at any shape.

@@ -233,16 +233,57 @@ def test_autocast_forward_backward_after_it(device, name, needs):
     torch.testing.assert_close(g, h, rtol=2e-2, atol=5e-2)
 
 
+def _recording_backend(called):
+    """aot_eager, adding to `called` the operators that its forward and backward graphs call."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def compiler(gm, _):
+        called.update(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+
+
+_RAW = {"tiledmm._mm_raw.default", "tiledmm._bmm_raw.default"}
+
+
 @pytest.mark.parametrize("needs", ["a", "ab"], ids=["a", "both"])
 @pytest.mark.parametrize("name", ["matmul", "matmul_nd", "matmul_batched", "mm", "bmm", "linear", "linear_nd"])
 def test_compile_fullgraph(device, name, needs):
+    # The compiled graphs, forward and backward, call the operators' raw twins, which go straight to
+    # the kernel (no Python autograd kernel a call); the gradients are torch's.
     ours_fn, torch_fn, _ = ENTRIES[name]
     inputs = _operands(name, device, needs)
     wrt = [x for x in inputs if x.requires_grad]
     torch._dynamo.reset()
-    compiled = torch.compile(lambda *args: ours_fn(*args).square().sum(), fullgraph=True, backend="aot_eager")
+    called = set()
+    compiled = torch.compile(lambda *args: ours_fn(*args).square().sum(), fullgraph=True,
+                             backend=_recording_backend(called))
     for g, h in zip(torch.autograd.grad(compiled(*inputs), wrt), torch.autograd.grad(torch_fn(*inputs).square().sum(), wrt)):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
+    products = {op for op in called if op.startswith("tiledmm.")}
+    assert products and products <= _RAW, called
+
+
+@pytest.mark.parametrize("name", ["matmul", "matmul_batched", "linear", "linear_nd"])
+def test_compile_under_autocast(device, name):
+    # The operands are cast before the compiled graph's product (whose Function saves them cast):
+    # bfloat16 outputs and float32 gradients close to torch's under autocast, through the raw twins.
+    ours_fn, torch_fn, _ = ENTRIES[name]
+    inputs = _operands(name, device, "ab", dtype=torch.float32)
+    torch._dynamo.reset()
+    called = set()
+    compiled = torch.compile(ours_fn, fullgraph=True, backend=_recording_backend(called))
+    with torch.autocast(device, dtype=torch.bfloat16):
+        ours, theirs = compiled(*inputs), torch_fn(*inputs)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    torch.testing.assert_close(ours, theirs, rtol=2e-2, atol=2e-2)
+    grad = torch.randn_like(ours)
+    for g, h in zip(torch.autograd.grad(ours, inputs, grad), torch.autograd.grad(theirs, inputs, grad)):
+        assert g.dtype == h.dtype == torch.float32
+        torch.testing.assert_close(g, h, rtol=2e-2, atol=5e-2)
+    assert {op for op in called if op.startswith("tiledmm.")} <= _RAW, called
 
 
 @pytest.mark.parametrize("name", ["matmul", "matmul_nd", "matmul_batched", "mm", "bmm", "linear", "linear_nd"])

@@ -36,6 +36,15 @@ def test_opcheck_half_types(device, dtype):
     torch.library.opcheck(ops.mm, (a, b))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_opcheck_raw(device, dtype):
+    # mm and bmm without autograd, as compiled graphs call them (their inputs need no gradient there).
+    a, b = operands(13, 9, 11, "nt", dtype, device)
+    torch.library.opcheck(ops._mm_raw, (a, b))
+    a, b = operands(13, 9, 11, "tn", dtype, device, batch=(3,))
+    torch.library.opcheck(ops._bmm_raw, (a, b))
+
+
 def test_opcheck_bmm_with_config(device):
     a, b = operands(13, 9, 11, "nt", torch.float32, device, batch=(2,))
     torch.library.opcheck(ops._bmm_with_config, (a, b, 1, 2))

@@ -30,11 +30,11 @@ def _product_rules(rank):
     return rules
 
 
-@register_sharding(ops.mm.default)
+@register_sharding([ops.mm.default, ops._mm_raw.default])
 def _mm_sharding(a, b, precision=0):
     return _product_rules(2)
 
 
-@register_sharding([ops.bmm.default, ops._bmm_with_config.default])
+@register_sharding([ops.bmm.default, ops._bmm_raw.default, ops._bmm_with_config.default])
 def _bmm_sharding(a, b, *config):
     return _product_rules(3)

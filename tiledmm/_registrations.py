@@ -13,6 +13,7 @@ from ._checks import check_matrices, check_pair
 ops = torch.ops.tiledmm
 
 
+@torch.library.register_fake("tiledmm::_mm_raw")
 @torch.library.register_fake("tiledmm::mm")
 def _mm_fake(a, b, precision=0):
     check_matrices("tiledmm.mm", a, b, rank=2)
@@ -31,6 +32,7 @@ def _gemm_nd_fake(a, b, ta, tb, bias, precision=0):
     return a.new_empty((*a.shape[:-1], n) if a.dim() > 2 and not ta else (m, n))
 
 
+@torch.library.register_fake("tiledmm::_bmm_raw")
 @torch.library.register_fake("tiledmm::bmm")
 def _bmm_fake(a, b, precision=0):
     check_matrices("tiledmm.bmm", a, b, rank=3)
@@ -75,6 +77,6 @@ def _autocast_kernel(op, device_type):
 
 
 _autocast_lib = torch.library.Library("tiledmm", "IMPL")
-for _name in ("mm", "_gemm_nd", "bmm", "_bmm_with_config"):
+for _name in ("mm", "_gemm_nd", "bmm", "_bmm_with_config", "_mm_raw", "_bmm_raw"):
     for _device_type, _key in AUTOCAST_KEYS.items():
         _autocast_lib.impl(_name, _autocast_kernel(getattr(ops, _name), _device_type), _key)

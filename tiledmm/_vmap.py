@@ -39,5 +39,7 @@ def _batching_rule(name: str, rank: int):
     return rule
 
 
-torch.library.register_vmap("tiledmm::mm", _batching_rule("tiledmm.mm", 2))
-torch.library.register_vmap("tiledmm::bmm", _batching_rule("tiledmm.bmm", 3))
+# The same rule for each operator's raw twin (compiled graphs' products).
+for _name, _rank in (("mm", 2), ("bmm", 3)):
+    for _op in (_name, f"_{_name}_raw"):
+        torch.library.register_vmap(f"tiledmm::{_op}", _batching_rule(f"tiledmm.{_name}", _rank))

@@ -82,10 +82,11 @@ def autograd_function_needed() -> bool:
     return forward_ad._current_level >= 0 or any(t in (TransformType.Grad, TransformType.Jvp) for t in transforms)
 
 
-def transformable(op, function, eager, op_bias=None):
+def transformable(op, function, eager, compiled, op_bias=None):
     """op(a, b, precision) + bias (bias optional: linear's, added as torch's addmm adds it) for mm,
     bmm and the backward and jvp formulas, run the cheapest way that keeps its gradients: traced by
-    torch.compile, the operator (torch.compile traces torch.func's grad and vmap through it);
+    torch.compile, compiled.apply (the operator's raw twin in the graph), or under a torch.func
+    transform the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
     (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY),
     the bias added in place (by op_bias's kernel, where given: _product_plus_bias); where one can,
@@ -99,7 +100,10 @@ def transformable(op, function, eager, op_bias=None):
 
     def product(a, b, precision=0, bias=None):
         if torch.compiler.is_compiling() and forward_ad._current_level < 0:
-            return _plus_checked_bias(op(a, b, precision), bias)
+            if torch._C._are_functorch_transforms_active():
+                return _plus_checked_bias(op(a, b, precision), bias)
+            a, b, _ = autocast_operands(a, b)
+            return _plus_checked_bias(compiled.apply(a, b, precision), bias)
         if autograd_function_needed():
             return _plus_checked_bias(_apply_eagerly(function, a, b, precision), bias)
         if torch._C._is_any_autocast_enabled():
@@ -226,10 +230,11 @@ def _apply_eagerly(function, a, b, precision):
     return function.apply(a, b, precision)
 
 
-def _product_functions(name, op, doc, op_bias=None):
+def _product_functions(name, op, raw, doc, op_bias=None):
     """The public torch.autograd.Function computing op(a, b, precision) (precision: an operator
     code, default 0) forward, its gradients backward, and its tangent in forward mode; and op
-    run by transformable, the way its backward and tangent run their products.
+    run by transformable, the way its backward and tangent run their products. raw: the operator
+    without autograd, for torch.compile's graphs.
 
     Under vmap, the Function's forward and backward run on the operators' batching rules
     (tiledmm/_vmap.py)."""
@@ -290,7 +295,23 @@ def _product_functions(name, op, doc, op_bias=None):
             _save(ctx, a, b, precision)
             return out
 
-    product = transformable(op, Product, Eager, op_bias)
+    class Compiled(torch.autograd.Function):
+        """Product as torch.compile traces it: forward and backward on raw, which has no Python
+        autograd kernel, so that a compiled graph's calls go straight to the kernel (torch.library's
+        autograd kernel costs ~9 us a call on a CPU, also with gradients off, as compiled graphs
+        run: bench/NOTES.md item 187). Its backward is not differentiable (torch.compile has no
+        double backward)."""
+
+        @staticmethod
+        def forward(ctx, a, b, precision):
+            _save(ctx, a, b, precision)
+            return raw(a, b, precision)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return _gradients(raw, ctx, grad) + (None,)
+
+    product = transformable(op, Product, Eager, Compiled, op_bias)
     _name(Product, name)
     _name(Eager, f"Tiledmm{name}")  # its graph nodes: grad_fn=<TiledmmMMBackward>
     Product.__doc__ = doc
@@ -310,11 +331,11 @@ def _mm_plus_bias(a, b, bias, precision):
 
 
 MM, mm = _product_functions(
-    "MM", ops.mm, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
+    "MM", ops.mm, ops._mm_raw, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
     _mm_plus_bias,
 )
 BMM, bmm = _product_functions(
-    "BMM", ops.bmm, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
+    "BMM", ops.bmm, ops._bmm_raw, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
 )
 
 

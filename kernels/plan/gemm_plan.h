@@ -79,6 +79,8 @@ void register_gemm_ops(Library& m) {
   m.impl("mm", TORCH_BOX(&Ops::mm));
   m.impl("_gemm_nd", TORCH_BOX(&Ops::gemm_nd));
   m.impl("bmm", TORCH_BOX(&Ops::bmm));
+  m.impl("_mm_raw", TORCH_BOX(&Ops::mm));
+  m.impl("_bmm_raw", TORCH_BOX(&Ops::bmm));
   m.impl("_bmm_with_config", TORCH_BOX(&Ops::bmm_with_config));
   m.impl("_explain", TORCH_BOX(&Ops::explain));
 }
