@@ -331,11 +331,13 @@ def _mm_plus_bias(a, b, bias, precision):
 
 
 MM, mm = _product_functions(
-    "MM", ops.mm, ops._mm_raw, "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
+    "MM", ops.mm, ops._mm_raw,
+    "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
     _mm_plus_bias,
 )
 BMM, bmm = _product_functions(
-    "BMM", ops.bmm, ops._bmm_raw, "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``."
+    "BMM", ops.bmm, ops._bmm_raw,
+    "C[i] = A[i] @ B[i] for 3-D A (b, m, k) and B (b, k, n): ``BMM.apply(a, b, precision_code)``.",
 )
 
 
