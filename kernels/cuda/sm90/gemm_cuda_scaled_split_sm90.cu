@@ -18,10 +18,11 @@ using SplitTile = std::tuple_element_t<kShortK, SplitFamily::Tiles>;
 
 constexpr int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// How an operand's lines are split: a warp a line where its elements lie along memory, written
-// K-major (each line's 3 kp values together); else a thread a line, written MN-major (element k of
-// every line together, lines padded to 8: 16-byte rows for the tensor maps). Either way the split's
-// loads and stores are a warp's neighbouring elements, and the product reads either layout.
+// How an operand's lines are split: kSplitLanes threads a line where its elements lie along memory,
+// written K-major (each line's 3 kp values together); else a thread a line, written MN-major
+// (element k of every line together, lines padded to 8: 16-byte rows for the tensor maps). Either
+// way the split's loads and stores are a group's neighbouring elements, and the product reads
+// either layout.
 struct SplitLayout {
   bool k_major;
   int64_t lines, kp, ld, bytes;  // ld: the kernel's leading dimension of the split operand
@@ -96,7 +97,7 @@ SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, const GemmProb
 
 // Blocks for a split's lines: enough for every SM's 2048 threads, striding over the rest.
 int64_t split_blocks(const SplitLines& lines, bool k_major, const DeviceLimits& device) {
-  const int64_t per_block = k_major ? kSplitThreads / 32 : kSplitThreads;
+  const int64_t per_block = k_major ? kSplitThreads / kSplitLanes : kSplitThreads;
   return std::min<int64_t>((lines.batches * lines.lines + per_block - 1) / per_block, 16 * device.num_sms);
 }
 
@@ -115,9 +116,9 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
   const SplitLines b_lines = split_lines_of(p.b, false, p, w, base);
   const int64_t a_blocks = split_blocks(a_lines, w.a_layout.k_major, device);
   const int64_t blocks = a_blocks + split_blocks(b_lines, w.b_layout.k_major, device);
-  with_bool(!w.a_layout.k_major, [&](auto a_thread) {
-    with_bool(!w.b_layout.k_major, [&](auto b_thread) {
-      split_lines_kernel<kMaxScaledSplitK, decltype(a_thread)::value, decltype(b_thread)::value>
+  with_bool(w.a_layout.k_major, [&](auto a_along) {
+    with_bool(w.b_layout.k_major, [&](auto b_along) {
+      split_lines_kernel<kMaxScaledSplitK, decltype(a_along)::value, decltype(b_along)::value>
           <<<static_cast<unsigned>(blocks), kSplitThreads, 0, stream>>>(a_lines, b_lines, a_blocks);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
     });
@@ -169,14 +170,16 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
 template <>
 std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceLimits& device) {
   const SplitWorkspace w(p);
+  const std::string along = std::to_string(kSplitLanes) + " threads";
   std::ostringstream s;
   s << "kernel: " << SplitFamily::kName << ", on float16 splits of the float32 operands\n"
     << "split: each row of A and column of B scaled by a power of two (its largest magnitude into [2^"
     << kSplitTop << ", 2^" << kSplitTop + 1
     << ")) and split into a float16 big part and a float16 remainder; A' = [remainder | big | big], B' = [big ; "
        "remainder ; big], each K = "
-    << p.k << " padded to " << w.kp << "; A' " << (w.a_layout.k_major ? "K-major (a warp a row)" : "MN-major (a thread a row)")
-    << ", B' " << (w.b_layout.k_major ? "K-major (a warp a column)" : "MN-major (a thread a column)") << "\n"
+    << p.k << " padded to " << w.kp << "; A' "
+    << (w.a_layout.k_major ? "K-major (" + along + " a row)" : std::string("MN-major (a thread a row)")) << ", B' "
+    << (w.b_layout.k_major ? "K-major (" + along + " a column)" : std::string("MN-major (a thread a column)")) << "\n"
     << "tile " << kShortK << ": ";
   GemmProblem q = p;
   q.dtype = torch::headeronly::ScalarType::Half;

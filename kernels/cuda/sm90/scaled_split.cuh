@@ -18,6 +18,7 @@
 // such product alone. Randn's 64-element lines are left out at a rate of ~2e-4 (~1e-3 at 2^17).
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 #include <cuda_fp16.h>
@@ -35,6 +36,10 @@ constexpr int kSplitTop = 14;
 constexpr int kSplitRange = 19;
 // The split's block (128: smallK's 32768 lines of a thread a line spread over every SM).
 constexpr int kSplitThreads = 128;
+// Where a line's elements lie along memory: kSplitLanes threads a line, each taking kSplitPair
+// neighbouring elements in turn (the three parts' stores are then a line's whole 32-byte sectors).
+// A warp a line, a value a lane in turn, spent 130 instructions a line, issue-bound (item 193).
+constexpr int kSplitLanes = 8, kSplitPair = 2;
 
 // Lines of a float32 operand (rows of A or columns of B): element k of line l of matrix z at
 // src[z * batch_stride + l * line_stride + k * k_stride]. Written as float16 values with K padded to
@@ -54,47 +59,52 @@ struct SplitLines {
   int64_t* left_out;
 };
 
-// Splits every line of s with K <= kMaxK by `blocks` blocks (this one: `block`), each line's values
-// held in registers while its range is found. kThreadALine: one thread a line, for lines whose
-// elements lie a line apart (a warp's loads and stores then cover 32 neighbouring lines); else one
-// warp a line, for lines along memory.
-template <int kMaxK, bool kThreadALine>
+// Splits every line of s with K <= kMaxK by `blocks` blocks (this one: `block`), kLanes threads a
+// line: 1 for lines whose elements lie a line apart (a warp's loads and stores then cover 32
+// neighbouring lines), kSplitLanes for lines along memory (a group's loads and stores then cover
+// neighbouring elements). A line's values are held in registers while its range is found.
+template <int kMaxK, int kLanes, int kPair>
 __device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, int64_t blocks) {
-  constexpr int kLanes = kThreadALine ? 1 : 32;  // threads a line
-  constexpr int kValues = kMaxK / kLanes;        // a thread's elements of its line
-  static_assert(kMaxK % 32 == 0, "whole warps");
-  const int lane = kThreadALine ? 0 : threadIdx.x % 32;
-  const int64_t per_block = blockDim.x / kLanes, stride = blocks * per_block;
-  for (int64_t line = block * per_block + threadIdx.x / kLanes; line < s.batches * s.lines; line += stride) {
-    const int64_t z = line / s.lines, l = line % s.lines;
+  constexpr int kValues = kMaxK / kLanes;  // a thread's elements of its line
+  static_assert(kMaxK % (kLanes * kPair) == 0 && 32 % kLanes == 0, "whole lines a warp");
+  const int lane = threadIdx.x % kLanes;
+  // Element of the line that value i of this thread is: kPair neighbours a lane in turn.
+  auto element = [&](int i) { return (lane + i / kPair * kLanes) * kPair + i % kPair; };
+  const int64_t per_block = blockDim.x / kLanes, stride = blocks * per_block, total = s.batches * s.lines;
+  const bool narrow = total <= INT32_MAX;  // line / lines in 32 bits (64: ~70 instructions)
+  // The whole warp takes every turn that any of its lines has (its groups meet in the shuffles).
+  const int64_t warp_first = block * per_block + threadIdx.x / 32 * (32 / kLanes);
+  for (int64_t turn = 0; warp_first + turn < total; turn += stride) {
+    const int64_t line = warp_first + turn + threadIdx.x % 32 / kLanes;
+    const bool mine = line < total;
+    const int64_t z = narrow ? static_cast<uint32_t>(line) / static_cast<uint32_t>(s.lines) : line / s.lines;
+    const int64_t l = line - z * s.lines;
     const float* x = s.src + z * s.batch_stride + l * s.line_stride;
     float v[kValues];
 #pragma unroll
     for (int i = 0; i < kValues; ++i) {
-      const int k = lane + i * kLanes;
-      v[i] = k < s.k ? x[k * s.k_stride] : 0.0f;  // every load issued before the first use
+      const int k = element(i);
+      v[i] = mine && k < s.k ? x[k * s.k_stride] : 0.0f;  // every load issued before the first use
     }
+    // Non-finite values (NaN too) count as an infinite largest magnitude.
     float largest = 0.0f, smallest = INFINITY;
-    bool finite = true;
 #pragma unroll
     for (int i = 0; i < kValues; ++i) {
       const float a = fabsf(v[i]);
-      finite = finite && isfinite(a);
-      largest = fmaxf(largest, a);
+      largest = fmaxf(largest, a <= FLT_MAX ? a : INFINITY);
       if (a > 0.0f) smallest = fminf(smallest, a);
     }
-    if constexpr (!kThreadALine) {
-      for (int offset = 16; offset > 0; offset /= 2) {
-        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-        smallest = fminf(smallest, __shfl_xor_sync(0xffffffffu, smallest, offset));
-      }
-      finite = __all_sync(0xffffffffu, finite);
+#pragma unroll
+    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+      smallest = fminf(smallest, __shfl_xor_sync(0xffffffffu, smallest, offset));
     }
+    if (!mine) continue;
     int exponent = 0;  // largest = f 2^exponent, f in [0.5, 1): its top bit is 2^(exponent - 1)
     frexpf(largest, &exponent);
     const int up = kSplitTop + 1 - exponent;  // the scale's exponent
-    const bool left_out = !finite || (largest > 0.0f && (abs(up) > kMaxSplitScaleExp ||
-                                                          smallest < ldexpf(1.0f, exponent - 1 - kSplitRange)));
+    const bool left_out = largest > FLT_MAX || (largest > 0.0f && (abs(up) > kMaxSplitScaleExp ||
+                                                                   smallest < ldexpf(1.0f, exponent - 1 - kSplitRange)));
     if (lane == 0) {
       s.scales[z * s.scale_lines + l] = left_out ? 0.0f : ldexpf(1.0f, -up);
       if (left_out) s.left_out[atomicAdd(s.left_out_count, 1)] = line;
@@ -102,28 +112,38 @@ __device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, 
     const float scale = left_out ? 0.0f : ldexpf(1.0f, up);
     __half* out = s.dst + z * s.dst_batch_stride + l * s.dst_line_stride;
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) {
-      const int k = lane + i * kLanes;
+    for (int i = 0; i < kValues; i += kPair) {
+      const int k = element(i);
       if (k >= s.kp) break;
-      // Exact: a power of two, and v normal (0 for a line left out, whose values may be non-finite).
-      const float scaled = left_out ? 0.0f : v[i] * scale;
-      const __half hi = __float2half_rn(scaled);
-      const __half lo = __float2half_rn(scaled - __half2float(hi));
+      __half hi[kPair], lo[kPair];
 #pragma unroll
-      for (int segment = 0; segment < 3; ++segment)
-        out[(segment * s.kp + k) * s.dst_k_stride] = segment == s.lo_segment ? lo : hi;
+      for (int j = 0; j < kPair; ++j) {
+        // Exact: a power of two, and v normal (0 for a line left out, whose values may be non-finite).
+        const float scaled = left_out ? 0.0f : v[i + j] * scale;
+        hi[j] = __float2half_rn(scaled);
+        lo[j] = __float2half_rn(scaled - __half2float(hi[j]));
+      }
+#pragma unroll
+      for (int segment = 0; segment < 3; ++segment) {
+        const bool is_lo = segment == s.lo_segment;
+        if constexpr (kPair == 2)  // K-major: kp is even, so the pair is 4-byte aligned
+          *reinterpret_cast<__half2*>(out + segment * s.kp + k) =
+              is_lo ? __halves2half2(lo[0], lo[1]) : __halves2half2(hi[0], hi[1]);
+        else
+          out[(segment * s.kp + k) * s.dst_k_stride] = is_lo ? lo[0] : hi[0];
+      }
     }
   }
 }
 
 // Both operands' lines in one launch (A's by the first a_blocks blocks), so that neither waits for
-// the other's last blocks.
-template <int kMaxK, bool kAThreadALine, bool kBThreadALine>
+// the other's last blocks; kAlong: lines along memory (kSplitLanes threads a line), else a thread a line.
+template <int kMaxK, bool kAAlong, bool kBAlong, int kLanesAlong = kSplitLanes, int kPairAlong = kSplitPair>
 __global__ void __launch_bounds__(kSplitThreads) split_lines_kernel(const SplitLines a, const SplitLines b,
                                                                     int64_t a_blocks) {
   const int64_t block = blockIdx.x;
-  if (block < a_blocks) split_lines<kMaxK, kAThreadALine>(a, block, a_blocks);
-  else split_lines<kMaxK, kBThreadALine>(b, block - a_blocks, gridDim.x - a_blocks);
+  if (block < a_blocks) split_lines<kMaxK, kAAlong ? kLanesAlong : 1, kAAlong ? kPairAlong : 1>(a, block, a_blocks);
+  else split_lines<kMaxK, kBAlong ? kLanesAlong : 1, kBAlong ? kPairAlong : 1>(b, block - a_blocks, gridDim.x - a_blocks);
 }
 
 // The exact recomputation's operands (the original float32 A and B) and output, and the split's
@@ -160,15 +180,21 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
   const int64_t* const listed = e.listed[d];
   auto a_at = [&](const float* a, int64_t row, int k) { return a[kARowMajor ? row * e.lda + k : k * e.lda + row]; };
   auto b_at = [&](const float* b, int k, int64_t col) { return b[kBRowMajor ? k * e.ldb + col : col * e.ldb + k]; };
-  for (int64_t item = blockIdx.x; item < e.batch * chunks * groups; item += gridDim.x) {
-    const int64_t first_listed = item % groups * kGroup, first = item / groups % chunks * kThreads;
-    const int64_t z = item / groups / chunks, other = first + threadIdx.x;
+  // Items group by group (a block's strided items mostly of one group), so that a block reads a
+  // group's entries once: the matrix of the thread's entry (threads 0 ... kGroup - 1), or -1.
+  int64_t entry_group = -1, entry_matrix = -1;
+  for (int64_t item = blockIdx.x; item < groups * e.batch * chunks; item += gridDim.x) {
+    const int64_t group = item / (e.batch * chunks), first_listed = group * kGroup;
+    const int64_t z = item / chunks % e.batch, first = item % chunks * kThreads, other = first + threadIdx.x;
     // A group without a line of matrix z has nothing to write there: skipped (a batch's few listed
     // lines fall in few of its matrices; 96 x 512 x 64 x 512 took 30 us without, 18 with: item 186).
     if (!listed_broadcast) {
-      bool any = false;
-      for (int64_t q = first_listed; q < first_listed + kGroup && q < count && !any; ++q) any = listed[q] / lines == z;
-      if (!any) continue;  // the same for every thread of the block
+      if (group != entry_group) {
+        const int64_t q = first_listed + threadIdx.x;
+        entry_group = group;
+        entry_matrix = threadIdx.x < kGroup && q < count ? listed[q] / lines : -1;
+      }
+      if (!__syncthreads_or(entry_matrix == z)) continue;
     }
     const float* a = e.a + z * e.batch_stride_a;
     const float* b = e.b + z * e.batch_stride_b;
