@@ -23,6 +23,8 @@
 
 #include <cuda_fp16.h>
 
+#include "cuda/common/ptx.cuh"
+
 
 namespace tiledmm {
 
@@ -167,11 +169,18 @@ struct ExactLines {
 // line whose elements lie along memory (a row of a row-major A) comes through shared memory, so
 // that the block's loads are whole rows. The padding past K adds -0 (+0 times -0): no sum changes,
 // signed zeros included. A listed line of a broadcast operand is every matrix's.
+//   An item's loads are one round trip: the group's entries are read once a block (items go group
+// by group, so a block's strided items mostly share one), and every value the item reads is in
+// flight before the first is stored, the own lines by cp.async (in rounds of 16 loads, after the
+// entries, a batch with a few listed lines took 16-18 us, now 11: item 193).
 template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows, int kThreads, int kGroup>
 __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_lines)[kGroup][kMaxK],
-                                            float (&own_lines)[kThreads][kMaxK + 1]) {
+                                            float (&own_lines)[kThreads][kMaxK + 1],
+                                            int64_t (&group_lines)[2][kGroup], int64_t (&group_matrices)[2][kGroup]) {
   constexpr int d = kRows ? 0 : 1;
   constexpr bool kOwnAlongMemory = kRows ? !kBRowMajor : kARowMajor;
+  constexpr int kListedValues = kGroup * kMaxK / kThreads;
+  static_assert(kGroup * kMaxK % kThreads == 0 && kGroup <= kThreads, "whole rounds of the listed lines");
   const int64_t count = e.counts[d];
   if (count == 0) return;
   const int64_t lines = kRows ? e.m : e.n, across = kRows ? e.n : e.m;
@@ -180,60 +189,74 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
   const int64_t* const listed = e.listed[d];
   auto a_at = [&](const float* a, int64_t row, int k) { return a[kARowMajor ? row * e.lda + k : k * e.lda + row]; };
   auto b_at = [&](const float* b, int k, int64_t col) { return b[kBRowMajor ? k * e.ldb + col : col * e.ldb + k]; };
-  // Items group by group (a block's strided items mostly of one group), so that a block reads a
-  // group's entries once: the matrix of the thread's entry (threads 0 ... kGroup - 1), or -1.
+  // The group's entries (line and matrix, -1 past the count) in buffer `buf`, written by threads
+  // 0 ... kGroup - 1; the two buffers take turns, so that the block's barrier between two reads
+  // of a group keeps its readers of the last one apart from the writers of the next.
   int64_t entry_group = -1, entry_matrix = -1;
-  for (int64_t item = blockIdx.x; item < groups * e.batch * chunks; item += gridDim.x) {
-    const int64_t group = item / (e.batch * chunks), first_listed = group * kGroup;
-    const int64_t z = item / chunks % e.batch, first = item % chunks * kThreads, other = first + threadIdx.x;
+  int buf = 0;
+  const int64_t per_group = e.batch * chunks, items = groups * per_group;
+  // An item's indices by 32-bit divisions where they fit (a 64-bit one is ~70 instructions).
+  const bool narrow = items <= INT32_MAX;
+  auto divide = [&](int64_t x, int64_t y) {
+    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(x) / static_cast<uint32_t>(y)) : x / y;
+  };
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t group = divide(item, per_group), matrix_chunk = item - group * per_group;
+    const int64_t z = divide(matrix_chunk, chunks), first = (matrix_chunk - z * chunks) * kThreads;
+    const int64_t first_listed = group * kGroup, other = first + threadIdx.x;
+    if (group != entry_group) {
+      const int64_t q = first_listed + threadIdx.x;
+      entry_group = group;
+      buf ^= 1;
+      if (threadIdx.x < kGroup) {
+        const int64_t entry = q < count ? listed[q] : -1;
+        entry_matrix = entry < 0 ? -1 : entry / lines;  // 0 for a broadcast operand's
+        group_lines[buf][threadIdx.x] = entry < 0 ? -1 : entry % lines;
+        group_matrices[buf][threadIdx.x] = entry_matrix;
+      }
+    }
     // A group without a line of matrix z has nothing to write there: skipped (a batch's few listed
     // lines fall in few of its matrices; 96 x 512 x 64 x 512 took 30 us without, 18 with: item 186).
-    if (!listed_broadcast) {
-      if (group != entry_group) {
-        const int64_t q = first_listed + threadIdx.x;
-        entry_group = group;
-        entry_matrix = threadIdx.x < kGroup && q < count ? listed[q] / lines : -1;
-      }
-      if (!__syncthreads_or(entry_matrix == z)) continue;
-    }
+    // (Also the barrier after which the last item's lines are read and the entries are written.)
+    if (!__syncthreads_or(listed_broadcast ? entry_matrix >= 0 : entry_matrix == z)) continue;
     const float* a = e.a + z * e.batch_stride_a;
     const float* b = e.b + z * e.batch_stride_b;
     // Element k of line o of the other operand (kRows: column o of B, else row o of A).
     auto own_at = [&](int64_t o, int k) { return kRows ? b_at(b, k, o) : a_at(a, o, k); };
-    // A thread's loads in batches of kBatch at once, then their shared-memory stores (one load at a
-    // time, the pass over smallK's ~33 rows and ~33 columns took 86 us against 49).
-    constexpr int kBatch = 16;
-    auto stage = [&](float* lines_smem, int line_elems, int count_elems, auto value_at) {
-#pragma unroll 1
-      for (int j0 = 0; j0 < count_elems / kThreads; j0 += kBatch) {
-        float v[kBatch];
+    // The padding past K: -0 in the listed lines, +0 in the own (the copies' zero fill).
+    float listed_values[kListedValues], mine[kMaxK];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const int i = threadIdx.x + (j0 + j) * kThreads;
-          v[j] = j0 + j < count_elems / kThreads ? value_at(i / kMaxK, i % kMaxK) : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const int i = threadIdx.x + (j0 + j) * kThreads;
-          if (j0 + j < count_elems / kThreads) lines_smem[i / kMaxK * line_elems + i % kMaxK] = v[j];
-        }
+    for (int j = 0; j < kListedValues; ++j) {  // of matrix z (lines of other matrices: outputs skipped)
+      const int i = threadIdx.x + j * kThreads, k = i % kMaxK;
+      const int64_t line = group_lines[buf][i / kMaxK];
+      listed_values[j] = line < 0 ? 0.0f : k < e.k ? (kRows ? a_at(a, line, k) : b_at(b, k, line)) : -0.0f;
+    }
+    if constexpr (kOwnAlongMemory) {  // the chunk's lines copied whole, element k by thread k % kMaxK
+      const float* const base = kRows ? b : a;
+      const int64_t ld = kRows ? e.ldb : e.lda;
+      const int k = threadIdx.x % kMaxK;
+#pragma unroll 4
+      for (int r = threadIdx.x / kMaxK; r < kThreads; r += kThreads / kMaxK) {
+        const bool valid = first + r < across && k < e.k;
+        ptx::cp_async<4>(&own_lines[r][k], valid ? base + (first + r) * ld + k : base, valid);
       }
-    };
-    __syncthreads();  // the last item's lines are read
-    stage(&listed_lines[0][0], kMaxK, kGroup * kMaxK, [&](int q, int k) {
-      const bool is_listed = first_listed + q < count && k < e.k;
-      const int64_t line = is_listed ? listed[first_listed + q] % lines : 0;  // of matrix z (others skipped)
-      return is_listed ? (kRows ? a_at(a, line, k) : b_at(b, k, line)) : 0.0f;
-    });
-    if constexpr (kOwnAlongMemory)
-      stage(&own_lines[0][0], kMaxK + 1, kThreads * kMaxK,
-            [&](int r, int k) { return first + r < across && k < e.k ? own_at(first + r, k) : -0.0f; });
+      ptx::cp_async_commit();
+    } else {
+#pragma unroll
+      for (int j = 0; j < kMaxK; ++j) mine[j] = other < across && j < e.k ? own_at(other, j) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kListedValues; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      listed_lines[i / kMaxK][i % kMaxK] = listed_values[j];
+    }
+    if constexpr (kOwnAlongMemory) ptx::cp_async_wait<0>();
     __syncthreads();
     if (other >= across) continue;
-    float mine[kMaxK];
+    if constexpr (kOwnAlongMemory) {
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k)
-      mine[k] = kOwnAlongMemory ? own_lines[threadIdx.x][k] : k < e.k ? own_at(other, k) : -0.0f;
+      for (int k = 0; k < kMaxK; ++k) mine[k] = own_lines[threadIdx.x][k];
+    }
     float sum[kGroup];
 #pragma unroll
     for (int q = 0; q < kGroup; ++q) sum[q] = 0.0f;
@@ -244,24 +267,25 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
         sum[q] = kRows ? fmaf(listed_lines[q][k], mine[k], sum[q]) : fmaf(mine[k], listed_lines[q][k], sum[q]);
 #pragma unroll
     for (int q = 0; q < kGroup; ++q) {
-      const int64_t index = first_listed + q;
-      if (index >= count) break;
-      const int64_t entry = listed[index];
-      if (!listed_broadcast && entry / lines != z) continue;
-      const int64_t line = entry % lines;
+      const int64_t line = group_lines[buf][q];
+      if (line < 0) break;
+      if (!listed_broadcast && group_matrices[buf][q] != z) continue;
       e.c[(z * e.m + (kRows ? line : other)) * e.n + (kRows ? other : line)] = sum[q];
     }
   }
 }
 
-// The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch.
+// The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch. Three blocks an SM
+// (at most 170 registers): 2% of attention's lines listed took 255 us against two blocks' 334
+// (194 registers); one line in 10^4, 11 us against 12 (item 193).
 template <int kMaxK, bool kARowMajor, bool kBRowMajor>
-__global__ void __launch_bounds__(128) exact_lines_kernel(const ExactLines e) {
+__global__ void __launch_bounds__(128, 3) exact_lines_kernel(const ExactLines e) {
   constexpr int kThreads = 128, kGroup = 8;
   __shared__ __align__(16) float listed_lines[kGroup][kMaxK];
   __shared__ float own_lines[kThreads][kMaxK + 1];  // + 1: its rows in different banks
-  if (blockIdx.y == 0) exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines);
-  else exact_lines<kMaxK, kARowMajor, kBRowMajor, false>(e, listed_lines, own_lines);
+  __shared__ int64_t group_lines[2][kGroup], group_matrices[2][kGroup];
+  if (blockIdx.y == 0) exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines, group_lines, group_matrices);
+  else exact_lines<kMaxK, kARowMajor, kBRowMajor, false>(e, listed_lines, own_lines, group_lines, group_matrices);
 }
 
 }  // namespace tiledmm
