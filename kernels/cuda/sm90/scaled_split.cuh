@@ -39,7 +39,7 @@ constexpr int kSplitRange = 19;
 // The split's block (128: smallK's 32768 lines of a thread a line spread over every SM).
 constexpr int kSplitThreads = 128;
 // Where a line's elements lie along memory: kSplitLanes threads a line, each taking kSplitPair
-// neighbouring elements in turn (the three parts' stores are then a line's whole 32-byte sectors).
+// neighbouring elements in turn (a group's store is then 32 contiguous bytes of a line).
 // A warp a line, a value a lane in turn, spent 130 instructions a line, issue-bound (item 193).
 constexpr int kSplitLanes = 8, kSplitPair = 2;
 
@@ -64,7 +64,8 @@ struct SplitLines {
 // Splits every line of s with K <= kMaxK by `blocks` blocks (this one: `block`), kLanes threads a
 // line: 1 for lines whose elements lie a line apart (a warp's loads and stores then cover 32
 // neighbouring lines), kSplitLanes for lines along memory (a group's loads and stores then cover
-// neighbouring elements). A line's values are held in registers while its range is found.
+// neighbouring elements; kPair 2 only there, where the output is K-major: dst_k_stride 1). A line's
+// values are held in registers while its range is found.
 template <int kMaxK, int kLanes, int kPair>
 __device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, int64_t blocks) {
   constexpr int kValues = kMaxK / kLanes;  // a thread's elements of its line
@@ -105,8 +106,9 @@ __device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, 
     int exponent = 0;  // largest = f 2^exponent, f in [0.5, 1): its top bit is 2^(exponent - 1)
     frexpf(largest, &exponent);
     const int up = kSplitTop + 1 - exponent;  // the scale's exponent
-    const bool left_out = largest > FLT_MAX || (largest > 0.0f && (abs(up) > kMaxSplitScaleExp ||
-                                                                   smallest < ldexpf(1.0f, exponent - 1 - kSplitRange)));
+    const bool left_out =
+        largest > FLT_MAX || (largest > 0.0f && (abs(up) > kMaxSplitScaleExp ||
+                                                 smallest < ldexpf(1.0f, exponent - 1 - kSplitRange)));
     if (lane == 0) {
       s.scales[z * s.scale_lines + l] = left_out ? 0.0f : ldexpf(1.0f, -up);
       if (left_out) s.left_out[atomicAdd(s.left_out_count, 1)] = line;
@@ -144,8 +146,10 @@ template <int kMaxK, bool kAAlong, bool kBAlong, int kLanesAlong = kSplitLanes, 
 __global__ void __launch_bounds__(kSplitThreads) split_lines_kernel(const SplitLines a, const SplitLines b,
                                                                     int64_t a_blocks) {
   const int64_t block = blockIdx.x;
-  if (block < a_blocks) split_lines<kMaxK, kAAlong ? kLanesAlong : 1, kAAlong ? kPairAlong : 1>(a, block, a_blocks);
-  else split_lines<kMaxK, kBAlong ? kLanesAlong : 1, kBAlong ? kPairAlong : 1>(b, block - a_blocks, gridDim.x - a_blocks);
+  if (block < a_blocks)
+    split_lines<kMaxK, kAAlong ? kLanesAlong : 1, kAAlong ? kPairAlong : 1>(a, block, a_blocks);
+  else
+    split_lines<kMaxK, kBAlong ? kLanesAlong : 1, kBAlong ? kPairAlong : 1>(b, block - a_blocks, gridDim.x - a_blocks);
 }
 
 // The exact recomputation's operands (the original float32 A and B) and output, and the split's
@@ -169,10 +173,11 @@ struct ExactLines {
 // line whose elements lie along memory (a row of a row-major A) comes through shared memory, so
 // that the block's loads are whole rows. The padding past K adds -0 (+0 times -0): no sum changes,
 // signed zeros included. A listed line of a broadcast operand is every matrix's.
-//   An item's loads are one round trip: the group's entries are read once a block (items go group
-// by group, so a block's strided items mostly share one), and every value the item reads is in
-// flight before the first is stored, the own lines by cp.async (in rounds of 16 loads, after the
-// entries, a batch with a few listed lines took 16-18 us, now 11: item 193).
+//   An item's loads are one round trip: items go group by group, a block reading the entries of a
+// group once where its strided items share the group (a group of more items than blocks), and
+// every value the item reads is in flight before the first is stored, the own lines by cp.async
+// (in rounds of 16 loads after the entries, attention's scores with a few listed lines took 18 us,
+// now 10: item 193).
 template <int kMaxK, bool kARowMajor, bool kBRowMajor, bool kRows, int kThreads, int kGroup>
 __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_lines)[kGroup][kMaxK],
                                             float (&own_lines)[kThreads][kMaxK + 1],
@@ -181,6 +186,7 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
   constexpr bool kOwnAlongMemory = kRows ? !kBRowMajor : kARowMajor;
   constexpr int kListedValues = kGroup * kMaxK / kThreads;
   static_assert(kGroup * kMaxK % kThreads == 0 && kGroup <= kThreads, "whole rounds of the listed lines");
+  static_assert(kThreads % kMaxK == 0, "whole own lines a round of copies");
   const int64_t count = e.counts[d];
   if (count == 0) return;
   const int64_t lines = kRows ? e.m : e.n, across = kRows ? e.n : e.m;
@@ -276,16 +282,18 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
 }
 
 // The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch. Three blocks an SM
-// (at most 170 registers): 2% of attention's lines listed took 255 us against two blocks' 334
-// (194 registers); one line in 10^4, 11 us against 12 (item 193).
+// (at most 168 registers): 2% of attention's lines listed took 255 us against two blocks' 334 (194
+// registers) in one build, one line in 10^4 11 us against 12 (item 193).
 template <int kMaxK, bool kARowMajor, bool kBRowMajor>
 __global__ void __launch_bounds__(128, 3) exact_lines_kernel(const ExactLines e) {
   constexpr int kThreads = 128, kGroup = 8;
   __shared__ __align__(16) float listed_lines[kGroup][kMaxK];
   __shared__ float own_lines[kThreads][kMaxK + 1];  // + 1: its rows in different banks
   __shared__ int64_t group_lines[2][kGroup], group_matrices[2][kGroup];
-  if (blockIdx.y == 0) exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines, group_lines, group_matrices);
-  else exact_lines<kMaxK, kARowMajor, kBRowMajor, false>(e, listed_lines, own_lines, group_lines, group_matrices);
+  if (blockIdx.y == 0)
+    exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines, group_lines, group_matrices);
+  else
+    exact_lines<kMaxK, kARowMajor, kBRowMajor, false>(e, listed_lines, own_lines, group_lines, group_matrices);
 }
 
 }  // namespace tiledmm
