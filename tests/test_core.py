@@ -16,8 +16,11 @@ pytestmark = [requires_gpu, HOPPER_ONLY]
 ops = torch.ops.tiledmm
 
 CORE = "Hopper GEMM core (wgmma"  # the core's kernel line (a plan it gives back says "not the Hopper GEMM core")
-# 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160; 128 x 128 ping-pong
-CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11]
+# 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160; 128 x 128 ping-pong;
+# 64 x 96 and 64 x 128 (one math warpgroup)
+CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+PING_PONG = 11  # the core's ping-pong tile, which reads TF32 A from shared memory only
+COOPERATIVE_TILES = [t for t in CORE_TILES if t != PING_PONG]
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 # Multiples of 8 (the core needs 16-byte aligned lines in every layout) that divide no tile: one
 # row or K tile, ragged M, N and K edges, K over several rounds of the stage ring.
@@ -206,9 +209,6 @@ def test_model_layer_products(dtype):
         check_against_reference(out, a, b)
 
 
-PING_PONG = 11  # the core's ping-pong tile, which reads TF32 A from shared memory only
-
-
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 @pytest.mark.parametrize("tile", CORE_TILES)
 @pytest.mark.parametrize("splits", [1, 3, 7])
@@ -323,7 +323,7 @@ def check_in_precision(out, a, b, precision):
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("tile", CORE_TILES)
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("m,k,n", [(264, 392, 136), (1032, 264, 136), (136, 72, 40)])
+@pytest.mark.parametrize("m,k,n", [(264, 392, 136), (1088, 264, 136), (136, 72, 40)])
 def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
     """dW = dy^T x (both operands MN-major) with C taller than wide: on every cooperative tile in
     whole tiles, where the orientations' estimates are level, the rule runs the transpose (and in
@@ -388,7 +388,7 @@ def test_tf32_transposed_stream_k_with_a_bias():
     check_tf32_product(out - bias, x, wt)
 
 
-@pytest.mark.parametrize("tile", CORE_TILES[:-1])
+@pytest.mark.parametrize("tile", COOPERATIVE_TILES)
 def test_16bit_transposed_into_rows_without_a_tensor_map(tile):
     """dy^T x[:, :132]: C's rows of 132 16-bit outputs are not whole 16-byte chunks, so the
     transposed tile is stored by the threads themselves."""

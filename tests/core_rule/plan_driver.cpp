@@ -13,7 +13,9 @@
 using namespace tiledmm;
 
 int main() {
-  std::cout << "{\"tile_base\": " << kCoreTileBase << ", \"bm\": " << kCoreBM << ", \"bn\": [";
+  std::cout << "{\"tile_base\": " << kCoreTileBase << ", \"bm\": [";
+  for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << kCoreBM[t];
+  std::cout << "], \"bn\": [";
   for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << kCoreBN[t];
   std::cout << "], \"cluster\": [";
   for (int t = 0; t < kCoreTiles; ++t) std::cout << (t ? ", " : "") << kCoreCluster[t];
@@ -30,6 +32,11 @@ int main() {
     p.dtype = type.rfind("f32", 0) == 0 ? ScalarType::Float : type == "f16" ? ScalarType::Half : ScalarType::BFloat16;
     p.a.row_major = type != "f32t" && layout[0] == 'n';
     p.b.row_major = layout[1] == 'n';
+    // Dense operands: lines k long where K-major, else m or n.
+    p.a.ld = p.a.row_major ? p.k : p.m;
+    p.b.ld = p.b.row_major ? p.n : p.k;
+    p.a.batch_stride = p.m * p.k;
+    p.b.batch_stride = p.k * p.n;
     const CoreRun run = plan_core_run(p, sms);
     const CorePlan& c = run.plan;
     std::cout << "{\"tile\": " << c.tile << ", \"tiles\": " << c.tiles << ", \"dp_tiles\": " << c.dp_tiles

@@ -27,7 +27,7 @@ struct CoreLaunch {
   // What runs the problems the core leaves (plan_core: a tile or two over a very long K).
   using Fallback = std::conditional_t<kTf32, WgmmaTf32Family, WgmmaFamily<WgmmaHalfInput<T>>>;
   template <int kIndex>
-  using TileOf = CoreTile<kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex]>;
+  using TileOf = CoreTile<kCoreBM[kIndex], kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex]>;
 
   // An operand's map: a K-major one has lines of k elements and boxes of BK by the tile's lines; an
   // MN-major one lines of its m (or n) elements and boxes of one 128-byte column block (BK elements)
@@ -42,7 +42,7 @@ struct CoreLaunch {
   }
   // A K-major B's box: the lines of one block's part of the tile (clusters share it).
   static OperandMaps maps(const GemmProblem& p, int tile) {
-    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, kCoreBM),
+    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, kCoreBM[tile]),
                        operand_map(p.b, !p.b.row_major, p.n, p.k, p.batch, kCoreBN[tile] / kCoreCluster[tile])};
   }
 
@@ -130,7 +130,7 @@ struct CoreLaunch {
     torch::stable::Tensor workspace;
     CoreParts ws{nullptr, nullptr, plan.max_parts};
     if (plan.dp_tiles < plan.tiles) {
-      const int64_t slots = (plan.tiles - plan.dp_tiles) * cluster * (kCoreBM / 64);
+      const int64_t slots = (plan.tiles - plan.dp_tiles) * cluster * (kCoreBM[plan.tile] / 64);
       ws.arrivals = arrival_counters(p.device_index, stream, slots);
       const int64_t part_bytes = slots * plan.max_parts * 64 * kCoreBN[plan.tile] * 4;
       const int64_t counter_bytes = ws.arrivals == nullptr ? slots * 4 : 0;
@@ -193,11 +193,13 @@ struct CoreLaunch {
     int stages = 0;
     with_index<kCoreTiles>(plan.tile, [&](auto index) { stages = TileOf<decltype(index)::value>::kStages; });
     const int cluster = kCoreCluster[plan.tile];
-    s << "tile " << kCoreTileBase + plan.tile << ": " << kCoreBM << "x" << bn << "x" << kBK
-      << " (m x n x k per block), 2 math warpgroups (wgmma m64n" << bn << (kTf32 ? "k8" : "k16")
+    const int groups = kCoreBM[plan.tile] / 64;
+    s << "tile " << kCoreTileBase + plan.tile << ": " << kCoreBM[plan.tile] << "x" << bn << "x" << kBK
+      << " (m x n x k per block), " << groups << " math warpgroup" << (groups > 1 ? "s" : "") << " (wgmma m64n" << bn
+      << (kTf32 ? "k8" : "k16")
       << (kCorePingPong[plan.tile] ? " over the whole tile, taking the tiles in turn: one's epilogue runs beside the "
                                      "other's products"
-                                   : " over 64 rows each")
+                                   : groups > 1 ? " over 64 rows each" : "")
       << ") and a producer warpgroup, " << stages
       << "-stage pipeline on full/empty mbarriers, "
       << (cluster > 1 ? "clusters of " + std::to_string(cluster) +

@@ -25,14 +25,19 @@ namespace {
 // outputs that 128 x 256 fills as well (4096 x 4096 x 4096). At 0.99, the least regret over
 // core_sweep's 22 shapes, it also took Llama-3-8B's products, whose suite then read 1-4% lower on
 // the 4096-wide outputs and 2-4% higher on the widest (4096 x 4096 x 28672 and 128256).
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95};
+// The 64-row tiles, one math warpgroup each (item 194: H200, whole tiles of 4096 x 4096 x 4096 and
+// 2048 x 4096 x 8192 forced): 64 x 96 at 0.43-0.55 of 128 x 256, 64 x 128 at 0.64-0.70. They win
+// where 128-row tiles would leave rows idle (192 x 4096 x 4096: 0.99x torch against 0.72x), not at
+// 768 x 768 over a long K (0.58x against stream-K's 0.78x on 128 x 128): their operand rows per
+// product (and the L2's reads, below) are what a narrow tile pays.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.62};
 // The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
 // bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85
 // of 128 x 256, 128 x 64 at 0.5), while 128 x 192 runs as fast as 128 x 256 (768 x 8192 outputs:
 // 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). The ping-pong tile is not built for it
 // (a transposed product: plan_core leaves it out).
-constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0};
+constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0, 0.5, 0.55};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }
@@ -43,7 +48,7 @@ bool core_takes(const GemmProblem& p) {
     return reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld * size % 16 == 0 && x.batch_stride * size % 16 == 0;
   };
   // The walk numbers one matrix's tiles in 32 bits; K tiles too.
-  const int64_t m_tiles = (p.m + kCoreBM - 1) / kCoreBM, n_tiles = (p.n + 63) / 64;
+  const int64_t m_tiles = (p.m + 63) / 64, n_tiles = (p.n + 63) / 64;
   const bool fits = p.k > 0 && p.k < INT32_MAX && p.batch < INT32_MAX && m_tiles * n_tiles < INT32_MAX;
   // A forced core tile runs the core (which says what its operands lack); other forced tiles do not.
   if (p.tile_override >= 0) return p.tile_override >= kCoreTileBase && fits;
@@ -89,6 +94,17 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // than the same tiles in ping-pong at K = 384-6144, bench/NOTES.md item 180). A ping-pong tile's
   // epilogues run beside the other warpgroup's products, but for a block's last.
   constexpr double kEpilogueRate = 80e9;
+  // What the tiles read through the L2 puts a floor under their products' time: each block's K tile
+  // reads a 128-byte row of each of its lines of A and B (B's once a cluster: multicast), at about
+  // kL2Rate bytes a second over the GPU, and kSplitRowReads times as much where an operand's lines
+  // are not whole 128-byte rows apart (each row then spans two of the L2's lines). Fitted on an H200
+  // to 122 shapes and dtypes with each tile forced (bench/NOTES.md item 194): large outputs of such
+  // operands ran 128 x 128 tiles at 0.6-0.75x torch where 128 x 256 ran 0.78-0.99x; the model
+  // suites' outputs (whole 128-byte rows) stay bound by their products, their plans unchanged.
+  constexpr double kL2Rate = 14e12, kSplitRowReads = 1.5;
+  const int elem_bytes = 128 / bk;
+  auto line_reads = [&](const MatrixOperand& x) { return (x.ld * elem_bytes) % 128 == 0 ? 1.0 : kSplitRowReads; };
+  const double a_reads = line_reads(p.a), b_reads = line_reads(p.b);
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
   CorePlan best{};
   double best_time = 0;
@@ -96,7 +112,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // the K tiles, a tile's K cut into at most `ranges` ranges.
   auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time) {
     const int64_t share = (tiles - dp_tiles) * k_tiles / std::max<int64_t>(1, clusters);
-    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM * kCoreBN[tile] * 4 * ranges;
+    const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM[tile] * kCoreBN[tile] * 4 * ranges;
     if (dp_tiles < tiles && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
     if (best.clusters == 0 || time < best_time) {
       best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), static_cast<int>(ranges), 1, true, ""};
@@ -111,12 +127,15 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     if (kCorePingPong[tile] && p.tile_override < kCoreTileBase &&
         (k_tiles <= kCorePingPongMaxShortKTiles || p.c_transposed))
       continue;
-    const int64_t bn = kCoreBN[tile], rows = kCoreBM * kCoreCluster[tile];
+    const int64_t bm = kCoreBM[tile], bn = kCoreBN[tile], rows = bm * kCoreCluster[tile];
     const int64_t gpu = std::max(1, num_sms / kCoreCluster[tile]);
     const int64_t tiles = ((p.m + rows - 1) / rows) * ((p.n + bn - 1) / bn) * p.batch;
     const double rate = a_registers ? kCoreRegisterATileRate[tile] : kCoreTileRate[tile];
-    const double unit = 2.0 * kCoreBM * bn * bk / (sm_rate * rate);  // one K tile of a block
-    const double epilogue = kCoreBM * bn * (bk == 64 ? 2.0 : 4.0) / kEpilogueRate;
+    const double unit = 2.0 * bm * bn * bk / (sm_rate * rate);  // one K tile of a block
+    // All the tiles' K tiles through the L2 (a tile's rows over the cluster's blocks, B's lines once).
+    const double l2_time = static_cast<double>(tiles * k_tiles) * 128.0 *
+                           (rows * a_reads + bn * b_reads) / kL2Rate;
+    const double epilogue = bm * bn * (bk == 64 ? 2.0 : 4.0) / kEpilogueRate;
     // Stream-K over `clusters` clusters. Where they are a multiple S of the tiles, every tile's K is
     // cut into the same S ranges and each cluster runs one; otherwise a cluster's share spans two
     // tiles' ranges, so it meets others twice, and a tile has one range more. Every cluster has a
@@ -129,10 +148,11 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
       // than planned (the GPU shared) lengthens the shares, which then fall across tiles.
       const int64_t most = std::min(k_tiles, (k_tiles + shortest - 1) / shortest + 1);
       const int64_t ranges = even ? clusters / tiles : most;
-      const double part = 4.0 * kCoreBM * bn;  // a block's float32 part
+      const double part = 4.0 * bm * bn;  // a block's float32 part
       const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
                                                 (ranges - 1) * part / kPartReadRate);
-      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + static_cast<double>(longest) * unit + meet);
+      consider(tile, tiles, 0, clusters, most,
+               kWorkspaceCost + std::max(static_cast<double>(longest) * unit, l2_time) + meet);
     };
     if (p.splits_override >= 2) {  // forced: stream-K alone, the forced tile or the best estimate's
       stream_k(std::min(gpu, tiles * p.splits_override));
@@ -140,7 +160,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
     }
     const int64_t rounds = (tiles + gpu - 1) / gpu;
     consider(tile, tiles, tiles, std::min(gpu, tiles), 1,
-             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) + static_cast<double>(rounds * k_tiles) * unit +
+             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) +
+                 std::max(static_cast<double>(rounds * k_tiles) * unit, l2_time) +
                  static_cast<double>(kCorePingPong[tile] ? 1 : rounds) * epilogue);
     // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
     // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
@@ -159,7 +180,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const bool short_k = p.k > 256 && k_tiles <= kShortKMaxTiles;
   best.fits = forced || (best_time <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
   best.time = best_time;
-  const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM * cluster;
+  const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM[best.tile] * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
   // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square
   // footprint needs the fewest operand lines in the L2 for the tiles in flight (in work items of

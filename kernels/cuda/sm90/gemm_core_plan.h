@@ -11,18 +11,21 @@
 
 namespace tiledmm {
 
-// The core's tiles: 128 x BN a block, in clusters of kCoreCluster blocks above one another that
+// The core's tiles: BM x BN a block, in clusters of kCoreCluster blocks above one another that
 // share B's tiles. Forced configurations (the _bmm_with_config operator, for tests and sweeps) name
 // them as tile kCoreTileBase + index, after the wgmma families' own four (16-bit, TF32).
 // kCorePingPong: the block's two math warpgroups take alternate work items, each computing the whole
 // tile, so that one's epilogue runs while the other's products keep the tensor cores busy (the
 // others split each tile's rows between them and store their results together).
+// The 64-row tiles have one math warpgroup: outputs too small to fill the GPU with 128-row tiles
+// (768 x 768 over a long K: 36 tiles of 128 x 128, 72 of 128 x 64) fill it with whole narrow tiles
+// (96 of 64 x 96) rather than stream-K, whose ranges meet in a workspace.
 constexpr int kCoreTileBase = 4;
-constexpr int kCoreTiles = 8;
-constexpr int kCoreBM = 128;
-constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128};
-constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1};
-constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true};
+constexpr int kCoreTiles = 10;
+constexpr int kCoreBM[kCoreTiles] = {128, 128, 128, 128, 128, 128, 128, 128, 64, 64};
+constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128, 96, 128};
+constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1, 1, 1};
+constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true, false, false};
 // TF32 from this K takes the core; shorter K stays on the wgmma family's persistent short-K tile. On
 // an H200 (bench/NOTES.md item 183) TF32 x @ W^T ran 0.94-1.09x torch on the core at K = 128-256
 // against the short-K tile's 0.73-0.91x (1.07x against 1.11x at K = 96), 16-bit 1.02-1.08x against
@@ -51,7 +54,7 @@ int core_bk(const GemmProblem& p);
 bool core_takes(const GemmProblem& p);
 
 struct CorePlan {
-  int tile;           // index into kCoreBN, kCoreCluster, kCorePingPong
+  int tile;           // index into kCoreBM, kCoreBN, kCoreCluster, kCorePingPong
   int64_t tiles;      // work items of whole tiles: the output's tiles of the cluster's rows
   int64_t dp_tiles;   // tiles computed whole; the rest by stream-K (CoreWalk)
   int clusters;       // persistent clusters (blocks without clusters)

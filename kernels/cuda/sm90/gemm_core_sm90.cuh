@@ -8,7 +8,7 @@
 // C^T = B^T A^T, written back transposed (kTransposedOut). Products whose operands are both K-major
 // (and 16-bit ones both MN-major) run transposed where the rule finds that orientation faster.
 //
-// A block is one producer warpgroup and two math warpgroups. The producer's first thread issues
+// A block is one producer warpgroup and BM / 64 math warpgroups. The producer's first thread issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
 // full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
 // empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile (in
@@ -78,8 +78,8 @@ struct OutputPass {
 };
 
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
-// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds (4 of 128 x 256 or
-// 128 x 192 or 128 x 160, 6 of 128 x 128, 8 of 128 x 64).
+// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds, 8 at most (4 of
+// 128 x 256 or 128 x 192 or 128 x 160, 6 of 128 x 128, 8 of 128 x 64 and of the 64-row tiles).
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
@@ -88,9 +88,10 @@ struct OutputPass {
 // the other's wgmmas keep the tensor cores busy, so a tile's epilogue, the drain of its last wgmmas
 // and the start of the next cost no tensor time (the others' warpgroups compute 64 rows each of
 // every tile and pay those together, ~1-3 us a tile, bench/NOTES.md item 180).
-template <int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false>
+// BM 64: one math warpgroup, computing the whole tile (outputs of few tiles: gemm_core_plan.h).
+template <int BM_, int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false>
 struct CoreTile {
-  static constexpr int BM = 128, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
+  static constexpr int BM = BM_, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kMathGroups = BM / 64;
   static constexpr int kMathThreads = 128 * kMathGroups;
@@ -109,10 +110,14 @@ struct CoreTile {
   // the stages and buffers (the swizzles are functions of the address).
   static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + 16 * kStages + 1024;
   // Registers per thread (setmaxnreg, out of the block's 168 a thread): the math warps' 128
-  // accumulators (BN 256, or two row blocks of BN 128 in ping-pong) and addresses; the producer's walk and copies (at 40 the cluster
-  // variants' producers spilled 8-64 bytes).
+  // accumulators (BN 256, or two row blocks of BN 128 in ping-pong) and addresses; the producer's
+  // walk and copies (at 40 the cluster variants' producers spilled 8-64 bytes). Blocks of two
+  // warpgroups (BM 64) keep what they are compiled with: up to 255 a thread, no reallocation.
+  static constexpr bool kReallocates = kMathGroups > 1;
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
-  static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
+  static_assert(BM == 64 || BM == 128, "one or two m64 row blocks");
+  static_assert(!kPingPong || BM == 128, "ping-pong: two math warpgroups");
+  static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kGroupBlocks * BN <= 256, "a math warpgroup's accumulators: at most 128 a thread");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
@@ -464,7 +469,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     if (group == Tile::kMathGroups) {
       // The producer. Its first pass over the ring waits for nothing: a new mbarrier reports the
       // phase before its first as complete (parity 1).
-      sync::set_registers<Tile::kProducerRegisters, false>();
+      if constexpr (Tile::kReallocates) sync::set_registers<Tile::kProducerRegisters, false>();
       if (tid == Tile::kMathThreads) {
         ALoader a_loader;
         BLoader b_loader;
@@ -484,7 +489,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         });
       }
     } else {
-      sync::set_registers<Tile::kMathRegisters, true>();
+      if constexpr (Tile::kReallocates) sync::set_registers<Tile::kMathRegisters, true>();
       // This group's m64 row blocks of a tile: its own 64 rows, or in ping-pong all of them.
       constexpr int kBlocks = Tile::kGroupBlocks;
       const int first_block = Tile::kPingPong ? 0 : group;
