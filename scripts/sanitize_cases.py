@@ -74,9 +74,9 @@ def cases(only=None):
     # at K of one to seven K tiles, over outputs that fill the GPU (smaller ones fail the plan's fit).
     short_k_core = itertools.chain(
         itertools.product([False], ["core"], [1], PATHS[4:], [False, True], [False, True],
-                          [(3, 1032, 136, 1032), (1, 1032, 200, 2056), (96, 512, 56, 512)]),
+                          [(4, 1032, 136, 1032), (1, 1032, 200, 2056), (96, 512, 56, 512)]),
         itertools.product([False], ["core"], [1], PATHS[2:3], [False], [False, True],
-                          [(3, 1032, 136, 1032), (1, 1032, 200, 2056)]))
+                          [(4, 1032, 136, 1032), (1, 1032, 200, 2056)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes; 16-bit x @ W^T at 1104 x 2696 computed transposed, the
     # bias along its rows), added after the product elsewhere.
