@@ -364,9 +364,9 @@ def test_dispatcher_runs_products_transposed(m, k, n, layout, precision):
 
 @pytest.mark.parametrize("precision", ["bfloat16", "tf32"])
 def test_short_k_outputs_of_few_rows_stay_on_the_core(precision):
-    """Attention's p @ v (batch 96 of 512 x 512 @ 512 x 64, K = 512) on the core: TF32 transposed
-    (64-row outputs on 128-row tiles, an estimate over 3x the GPU's whole rate, but over a K that the
-    family would not cut either), bfloat16 as it comes; the product against float64."""
+    """Attention's p @ v (batch 96 of 512 x 512 @ 512 x 64, K = 512) on the core: TF32 transposed,
+    its 64-row outputs on a 64-row tile (test_core_rule checks the plan), bfloat16 as it comes; the
+    product against float64."""
     dtype = torch.float32 if precision == "tf32" else torch.bfloat16
     prec = "tf32" if precision == "tf32" else None
     a, b = operands(512, 512, 64, "nn", dtype, "cuda", batch=(96,))

@@ -75,7 +75,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // item 190, 13 ran 0.73-0.98x of the family, 7 faster). Over a K of 257 to kShortKMaxTiles K
   // tiles, which it cuts in two at most, the core keeps them up to kShortKMaxSlowdown: the 9 of 21 such
   // give-backs within it ran 1.06-1.45x faster on the core (TF32 attention's p @ v, 512 x 64
-  // outputs, 1.10x); past it, 16-bit outputs of 32 rows ran 0.81-1.00x.
+  // outputs, 1.10x, since well within 3x on a 64-row tile); past it, 16-bit outputs of 32 rows ran
+  // 0.81-1.00x.
   constexpr double kMaxSlowdown = 3.0, kShortKMaxSlowdown = 4.0;
   constexpr int64_t kShortKMaxTiles = 32;
   // What stream-K cost past its products and its meeting model in a sweep of forced plans (8-15 us on
@@ -88,7 +89,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
   // clusters, 84 alone), so it is not charged there.
   constexpr double kClusterCost = 2.5e-6;
-  // What a tile's epilogue costs where it stops the tensor cores: both math warpgroups drain their
+  // What a tile's epilogue costs where it stops the tensor cores: the math warpgroups drain their
   // last wgmmas and stage the tile's output together before the next tile's products start, at about
   // this many bytes of output a second an SM (H200: 128 x 128 16-bit tiles ran 0.2-0.6 us a tile slower
   // than the same tiles in ping-pong at K = 384-6144, bench/NOTES.md item 180). A ping-pong tile's
@@ -107,16 +108,18 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const double a_reads = line_reads(p.a), b_reads = line_reads(p.b);
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
   CorePlan best{};
-  double best_time = 0;
+  double best_time = 0, best_unfloored = 0;
   // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters, each an even share of
-  // the K tiles, a tile's K cut into at most `ranges` ranges.
-  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time) {
+  // the K tiles, a tile's K cut into at most `ranges` ranges. floored: what the L2 floor adds to time.
+  auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time,
+                      double floored) {
     const int64_t share = (tiles - dp_tiles) * k_tiles / std::max<int64_t>(1, clusters);
     const int64_t workspace = (tiles - dp_tiles) * kCoreCluster[tile] * kCoreBM[tile] * kCoreBN[tile] * 4 * ranges;
     if (dp_tiles < tiles && (share < kMinShare || workspace > kMaxWorkspace) && p.splits_override < 2) return;
     if (best.clusters == 0 || time < best_time) {
       best = CorePlan{tile, tiles, dp_tiles, static_cast<int>(clusters), static_cast<int>(ranges), 1, true, ""};
       best_time = time;
+      best_unfloored = time - floored;
     }
   };
   const int first = p.tile_override >= kCoreTileBase ? p.tile_override - kCoreTileBase : 0;
@@ -151,18 +154,20 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
       const double part = 4.0 * bm * bn;  // a block's float32 part
       const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
                                                 (ranges - 1) * part / kPartReadRate);
-      consider(tile, tiles, 0, clusters, most,
-               kWorkspaceCost + std::max(static_cast<double>(longest) * unit, l2_time) + meet);
+      const double products = static_cast<double>(longest) * unit;
+      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + std::max(products, l2_time) + meet,
+               std::max(0.0, l2_time - products));
     };
     if (p.splits_override >= 2) {  // forced: stream-K alone, the forced tile or the best estimate's
       stream_k(std::min(gpu, tiles * p.splits_override));
       continue;
     }
     const int64_t rounds = (tiles + gpu - 1) / gpu;
+    const double products = static_cast<double>(rounds * k_tiles) * unit;
     consider(tile, tiles, tiles, std::min(gpu, tiles), 1,
-             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) +
-                 std::max(static_cast<double>(rounds * k_tiles) * unit, l2_time) +
-                 static_cast<double>(kCorePingPong[tile] ? 1 : rounds) * epilogue);
+             (kCoreCluster[tile] > 1 ? kClusterCost : 0.0) + std::max(products, l2_time) +
+                 static_cast<double>(kCorePingPong[tile] ? 1 : rounds) * epilogue,
+             std::max(0.0, l2_time - products));
     // Stream-K where whole tiles would leave SMs idle: every even cut of up to kMaxParts ranges a
     // tile that fits the clusters, and shares over all of them (at most about kMaxParts ranges a tile).
     // Not in ping-pong: a block's one or two items leave its other warpgroup idle.
@@ -178,7 +183,9 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
   const bool short_k = p.k > 256 && k_tiles <= kShortKMaxTiles;
-  best.fits = forced || (best_time <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
+  // The slowdown limits were fitted to estimates without the L2 floor: they judge the chosen plan's
+  // estimate without it, so that the floor picks among the core's plans but sends nothing back.
+  best.fits = forced || (best_unfloored <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
   best.time = best_time;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM[best.tile] * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;

@@ -15,11 +15,11 @@ namespace tiledmm {
 // share B's tiles. Forced configurations (the _bmm_with_config operator, for tests and sweeps) name
 // them as tile kCoreTileBase + index, after the wgmma families' own four (16-bit, TF32).
 // kCorePingPong: the block's two math warpgroups take alternate work items, each computing the whole
-// tile, so that one's epilogue runs while the other's products keep the tensor cores busy (the
-// others split each tile's rows between them and store their results together).
-// The 64-row tiles have one math warpgroup: outputs too small to fill the GPU with 128-row tiles
-// (768 x 768 over a long K: 36 tiles of 128 x 128, 72 of 128 x 64) fill it with whole narrow tiles
-// (96 of 64 x 96) rather than stream-K, whose ranges meet in a workspace.
+// tile, so that one's epilogue runs while the other's products keep the tensor cores busy (the other
+// 128-row tiles split each tile's rows between their two warpgroups and store their results together).
+// The 64-row tiles have one math warpgroup: outputs of few rows (192 x 4096) lose no rows to a
+// 128-row tile. Their rate is half 128 x 256's or less (bench/NOTES.md items 194-196), so outputs
+// too small to fill the GPU (768 x 768 over a long K) still run 128 x 128 in stream-K.
 constexpr int kCoreTileBase = 4;
 constexpr int kCoreTiles = 10;
 constexpr int kCoreBM[kCoreTiles] = {128, 128, 128, 128, 128, 128, 128, 128, 64, 64};
