@@ -60,9 +60,10 @@ def cases(only=None):
                                      [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
     # The Hopper GEMM core (tiles 4-13, 16-bit operands with 16-byte aligned lines in every layout, TF32
     # with A row-major: B column-major, or row-major computed transposed with A through registers on
-    # every tile but 11, the ping-pong tile; 7 and 8 in clusters of two; 12 and 13 of 64 rows): ragged edges on every side, K over several stages and
-    # in slices, a batch and a persistent walk of more work items than SMs (140 matrices); an output
-    # taller than wide, which 16-bit MN-major operands run transposed (C^T = B^T A^T) in whole tiles.
+    # every tile but 11, the ping-pong tile; 7 and 8 in clusters of two; 12 and 13 of 64 rows): ragged
+    # edges on every side, K over several stages and in slices, a batch and a persistent walk of more
+    # work items than SMs (140 matrices); an output taller than wide, which 16-bit MN-major operands
+    # run transposed (C^T = B^T A^T) in whole tiles.
     core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24), (2, 264, 392, 136)]
     core = itertools.chain(
         itertools.product([False], range(4, 14), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),

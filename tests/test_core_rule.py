@@ -163,7 +163,8 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
     short K (past 4x), of 32 over a long K, and K of at most 256 (the family's short-K tile) go
     back. TF32 attention's p @ v (512 x 64 outputs, run transposed) fills a 64-row tile exactly."""
     shapes = [
-        problem(192, 64, 1024, 96, "bf16:nn"), problem(512, 1024, 512, 1, "bf16:nn"), problem(256, 2048, 1024, 1, "f32"),
+        problem(192, 64, 1024, 96, "bf16:nn"), problem(512, 1024, 512, 1, "bf16:nn"),
+        problem(256, 2048, 1024, 1, "f32"),
         problem(16, 2048, 2048, 96), problem(32, 2048, 4096, 96), problem(32, 4096, 16384, 1),
         problem(472, 5352, 64, 1),
     ]
@@ -234,7 +235,8 @@ def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
     table, _ = plan([])
     cooperative = [t for t in range(len(table["bn"])) if not table["pingpong"][t]]
     mn_major = [problem(m, n, k, batch, "bf16:tn", tile=table["tile_base"] + t, splits=1)
-                for m, n, k, batch in [(264, 136, 392, 3), (1088, 136, 264, 3), (264, 132, 392, 2)] for t in cooperative]
+                for m, n, k, batch in [(264, 136, 392, 3), (1088, 136, 264, 3), (264, 132, 392, 2)]
+                for t in cooperative]
     k_major = [problem(m, n, 392, batch, dtype, tile=tile, splits=splits) for dtype in ("bf16", "f32")
                for m, n, batch, tile, splits in [
         (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
