@@ -117,7 +117,7 @@ def test_measured_cases_keep_their_plans(plan):
         problem(256, 256, 65536),  # a tile or two over a very long K: not the core's
         problem(768, 768, 8192),  # a small weight gradient: stream-K
         problem(512, 1536, 12288),
-        problem(1024, 1024, 8192),  # item 170: whole 128 x 64 tiles, not stream-K
+        problem(1024, 1024, 8192),  # items 170, 199: whole 128 x 64 or 64 x 128 tiles, not stream-K
         problem(768, 3072, 8192),  # item 176: 120 whole 128 x 160 tiles (128 x 192: 96), not stream-K
         problem(3072, 768, 8192),  # the same, transposed
         problem(6144, 1536, 2048),  # item 174: 128 x 192 (2.9 waves) over 128 x 256 (2.2)
@@ -135,9 +135,12 @@ def test_measured_cases_keep_their_plans(plan):
      attention_k64, large_k64, small_k) = plans
     assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
     assert not long_k["fits"]
-    for c in (small, narrow):
-        assert c["fits"] and c["dp_tiles"] == 0, c
-    assert square["dp_tiles"] == square["tiles"] and table["bn"][square["tile"]] == 64, square
+    assert small["fits"] and small["dp_tiles"] == 0, small
+    # item 199: 96 whole 64 x 128 tiles (four producer threads), not 128 x 128 in stream-K
+    assert narrow["dp_tiles"] == narrow["tiles"] == 96 and table["bm"][narrow["tile"]] == 64, narrow
+    # whole tiles of 8192 outputs: 128 x 64 (item 170) or, with four producer threads, 64 x 128 (item 199)
+    assert square["dp_tiles"] == square["tiles"] == 128, square
+    assert table["bm"][square["tile"]] * table["bn"][square["tile"]] == 8192, square
     for c, width, tiles in ((wgrad, 160, 120), (wgrad_t, 160, 120), (wave, 192, 384)):
         assert c["dp_tiles"] == c["tiles"] == tiles and table["bn"][c["tile"]] == width, c
         assert table["cluster"][c["tile"]] == 1, c
@@ -160,13 +163,13 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
     """A plan over 3x the GPU's whole rate goes to the wgmma family (its K slices), but over a K of
     257 to 32 K tiles (which the family does not cut) only past 4x (bench/NOTES.md item 190, H200):
     outputs of 192 to 512 rows between the two limits stay on the core; outputs of 16 rows over a
-    short K (past 4x), of 32 over a long K, and K of at most 256 (the family's short-K tile) go
-    back. TF32 attention's p @ v (512 x 64 outputs, run transposed) fills a 64-row tile exactly."""
+    short K (past 4x), a single 32-row one over a long K, and K of at most 256 (the family's
+    short-K tile) go back. TF32 attention's p @ v (512 x 64 outputs, run transposed) fills a 64-row
+    tile exactly."""
     shapes = [
         problem(192, 64, 1024, 96, "bf16:nn"), problem(512, 1024, 512, 1, "bf16:nn"),
-        problem(256, 2048, 1024, 1, "f32"),
-        problem(16, 2048, 2048, 96), problem(32, 2048, 4096, 96), problem(32, 4096, 16384, 1),
-        problem(472, 5352, 64, 1),
+        problem(256, 2048, 768, 1, "f32"),
+        problem(16, 2048, 2048, 96), problem(32, 4096, 16384, 1), problem(472, 5352, 64, 1),
     ]
     table, plans = plan(shapes + [problem(512, 64, 512, 96, "f32:nn")])
     for p, c in zip(shapes, plans):

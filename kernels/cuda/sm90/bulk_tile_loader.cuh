@@ -73,6 +73,8 @@ struct BulkTileLoader {
     }
     k += BK;
   }
+  // Past the next tile, which another thread copies.
+  __device__ __forceinline__ void skip() { k += BK; }
   __device__ __forceinline__ void finish(T* /*stage*/) const {}
 };
 

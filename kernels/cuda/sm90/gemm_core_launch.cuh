@@ -27,7 +27,8 @@ struct CoreLaunch {
   // What runs the problems the core leaves (plan_core: a tile or two over a very long K).
   using Fallback = std::conditional_t<kTf32, WgmmaTf32Family, WgmmaFamily<WgmmaHalfInput<T>>>;
   template <int kIndex>
-  using TileOf = CoreTile<kCoreBM[kIndex], kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex]>;
+  using TileOf = CoreTile<kCoreBM[kIndex], kCoreBN[kIndex], kCoreCluster[kIndex], sizeof(T), kCorePingPong[kIndex],
+                          kCoreIssuers[kIndex]>;
 
   // An operand's map: a K-major one has lines of k elements and boxes of BK by the tile's lines; an
   // MN-major one lines of its m (or n) elements and boxes of one 128-byte column block (BK elements)

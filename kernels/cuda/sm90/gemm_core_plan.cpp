@@ -30,7 +30,10 @@ namespace {
 // where 128-row tiles would leave rows idle (192 x 4096 x 4096: 0.99x torch against 0.72x), not at
 // 768 x 768 over a long K (0.58x against stream-K's 0.78x on 128 x 128): their operand rows per
 // product (and the L2's reads, below) are what a narrow tile pays.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.62};
+// With four producer threads (kCoreIssuers, item 199) 64 x 128 ran 8-25% faster: 0.73 by the least
+// regret over 71 shapes (scripts/core_sweep.py, each tile forced; 66 of random sizes and layouts).
+// 128 x 64 and the clustered 128 x 128 gained 3-19% there too; their rates did not change a plan.
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.73};
 // The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
 // bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85

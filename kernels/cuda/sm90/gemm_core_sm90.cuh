@@ -8,7 +8,8 @@
 // C^T = B^T A^T, written back transposed (kTransposedOut). Products whose operands are both K-major
 // (and 16-bit ones both MN-major) run transposed where the rule finds that orientation faster.
 //
-// A block is one producer warpgroup and BM / 64 math warpgroups. The producer's first thread issues
+// A block is one producer warpgroup and BM / 64 math warpgroups. Its first thread (on the narrow
+// tiles, the first of two or four of its warps, each refilling its own stages: kCoreIssuers) issues
 // each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
 // full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
 // empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile (in
@@ -89,9 +90,9 @@ struct OutputPass {
 // and the start of the next cost no tensor time (the others' warpgroups compute 64 rows each of
 // every tile and pay those together, ~1-3 us a tile, bench/NOTES.md item 180).
 // BM 64: one math warpgroup, computing the whole tile (outputs of few tiles: gemm_core_plan.h).
-template <int BM_, int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false>
+template <int BM_, int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false, int kIssuers_ = 1>
 struct CoreTile {
-  static constexpr int BM = BM_, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_;
+  static constexpr int BM = BM_, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_, kIssuers = kIssuers_;
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kMathGroups = BM / 64;
   static constexpr int kMathThreads = 128 * kMathGroups;
@@ -120,6 +121,9 @@ struct CoreTile {
   static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kGroupBlocks * BN <= 256, "a math warpgroup's accumulators: at most 128 a thread");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
+  // Each stage has one issuer, which refills it in order: one that could run two passes ahead on a
+  // stage would read its empty mbarrier's parity wrong.
+  static_assert(kStages % kIssuers == 0 && kIssuers <= 4, "each stage refilled by one producer thread");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
 };
@@ -470,7 +474,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // The producer. Its first pass over the ring waits for nothing: a new mbarrier reports the
       // phase before its first as complete (parity 1).
       if constexpr (Tile::kReallocates) sync::set_registers<Tile::kProducerRegisters, false>();
-      if (tid == Tile::kMathThreads) {
+      // The first threads of kIssuers warps (kCoreIssuers) each refill their own stages (stage %
+      // kIssuers), all walking the items. The warp's index is read from lane 0 so that the
+      // compiler knows it uniform (one issuer, a constant: a thread index there moved the walk off
+      // the uniform datapath, and 128 x 128 and 128 x 160 ran 7-18% slower, item 199).
+      constexpr bool kOne = Tile::kIssuers == 1;
+      const int issuer = kOne ? 0 : __shfl_sync(0xffffffffu, (tid - Tile::kMathThreads) / 32, 0);
+      if (kOne ? tid == Tile::kMathThreads : lane == 0 && issuer < Tile::kIssuers) {
         ALoader a_loader;
         BLoader b_loader;
         int stage = 0;
@@ -480,10 +490,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           a_loader.start(&maps.a.map, w.m0, w.k_begin, args.batch_stride_a == 0 ? 0 : w.z, 0);
           b_loader.start(&maps.b.map, w.n0, w.k_begin, args.batch_stride_b == 0 ? 0 : w.z, 0, rank);
           for (int64_t t = 0; t < w.k_tiles; ++t) {
-            sync::mbarrier_wait(empty + stage, phase ^ 1);
-            a_loader.fetch(a_stages + stage * Tile::kAStageElems, full + stage);
-            b_loader.fetch(b_stages + stage * Tile::kBStageElems, full + stage);
-            sync::mbarrier_arrive(full + stage);
+            if (kOne || stage % Tile::kIssuers == issuer) {
+              sync::mbarrier_wait(empty + stage, phase ^ 1);
+              a_loader.fetch(a_stages + stage * Tile::kAStageElems, full + stage);
+              b_loader.fetch(b_stages + stage * Tile::kBStageElems, full + stage);
+              sync::mbarrier_arrive(full + stage);
+            } else {
+              a_loader.skip();
+              b_loader.skip();
+            }
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
         });
