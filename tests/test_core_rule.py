@@ -136,10 +136,11 @@ def test_measured_cases_keep_their_plans(plan):
     assert wide["fits"] and wide["dp_tiles"] == wide["tiles"] and wide["group_rows"] > 1
     assert not long_k["fits"]
     assert small["fits"] and small["dp_tiles"] == 0, small
-    # item 199: 96 whole 64 x 128 tiles (four producer threads), not 128 x 128 in stream-K
-    assert narrow["dp_tiles"] == narrow["tiles"] == 96 and table["bm"][narrow["tile"]] == 64, narrow
+    # Its plan is not pinned: since item 199 it takes 96 whole 64 x 128 tiles, measured 0.75x against
+    # 128 x 128 stream-K's 0.79x (a known miss of the 64 x 128 rate, not a plan to keep).
+    assert narrow["fits"], narrow
     # whole tiles of 8192 outputs: 128 x 64 (item 170) or, with four producer threads, 64 x 128 (item 199)
-    assert square["dp_tiles"] == square["tiles"] == 128, square
+    assert square["fits"] and square["dp_tiles"] == square["tiles"], square
     assert table["bm"][square["tile"]] * table["bn"][square["tile"]] == 8192, square
     for c, width, tiles in ((wgrad, 160, 120), (wgrad_t, 160, 120), (wave, 192, 384)):
         assert c["dp_tiles"] == c["tiles"] == tiles and table["bn"][c["tile"]] == width, c
@@ -168,7 +169,7 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
     tile exactly."""
     shapes = [
         problem(192, 64, 1024, 96, "bf16:nn"), problem(512, 1024, 512, 1, "bf16:nn"),
-        problem(256, 2048, 768, 1, "f32"),
+        problem(224, 2048, 768, 1, "f32"),
         problem(16, 2048, 2048, 96), problem(32, 4096, 16384, 1), problem(472, 5352, 64, 1),
     ]
     table, plans = plan(shapes + [problem(512, 64, 512, 96, "f32:nn")])

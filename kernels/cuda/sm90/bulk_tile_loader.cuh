@@ -19,7 +19,7 @@
 
 namespace tiledmm {
 
-// A tile per K step, issued by the producer's first thread into the stage and counted on the
+// A tile per K step, issued by one producer thread into the stage and counted on the
 // stage's full mbarrier (whose arrivals it does not change: the producer's threads still arrive
 // once the rest of the stage is ready). Boxes past the end of K, or of the matrix's lines, land
 // as zeros; slices of a split K are whole tiles, so a box leaves its slice only there.

@@ -40,7 +40,8 @@ constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88,
 // of 128 x 256, 128 x 64 at 0.5), while 128 x 192 runs as fast as 128 x 256 (768 x 8192 outputs:
 // 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). The ping-pong tile is not built for it
 // (a transposed product: plan_core leaves it out). The 64-row tiles' were not measured through
-// registers: their 16-bit rates, 64 x 96's a little lower (TF32 p @ v ran 1.07-1.14x on 64 x 128).
+// registers: 0.5 and 0.55, at or under their 16-bit rates before item 199's issuers (0.5, 0.62),
+// and not measured again with them (TF32 p @ v ran 1.07-1.14x on 64 x 128).
 constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0, 0.5, 0.55};
 }  // namespace
 

@@ -8,21 +8,21 @@
 // C^T = B^T A^T, written back transposed (kTransposedOut). Products whose operands are both K-major
 // (and 16-bit ones both MN-major) run transposed where the rule finds that orientation faster.
 //
-// A block is one producer warpgroup and BM / 64 math warpgroups. Its first thread (on the narrow
-// tiles, the first of two or four of its warps, each refilling its own stages: kCoreIssuers) issues
-// each K tile's two copies into a ring of kStages shared-memory stages, each stage published by its
-// full mbarrier as the copies' bytes land, and refilled once the math warps have released it on its
-// empty mbarrier. Math warpgroup g computes rows [64 g, 64 g + 64) of the BM x BN tile (in
-// ping-pong, CoreTile::kPingPong, every row of every other work item): four wgmmas a K tile and
-// m64 row block (m64nBNk16, or k8 for TF32: a K tile is one 128-byte row of either), one tile's
-// wgmmas left in flight while the next tile's are issued, the stage of the tile before released as
-// they retire. The producer runs on into the next work item while the math warps stage the last
-// one's result for TMA stores (OutputPass), so each item's first stages are ready when its math
-// starts and the stores run beside the next item's products. 16-bit operands reach wgmma in either
-// orientation: a K-major operand's tile is one box of its lines, an MN-major one's a box per
-// 64-element column block (BulkTileLoader), both in the 128-byte swizzle wgmma's descriptors name.
-// In clusters of two (CoreTile::kCluster), the blocks take row tiles above one another and each
-// copies half of their common B tile into both (multicast).
+// A block is one producer warpgroup and BM / 64 math warpgroups. Its first thread (on 128 x 64,
+// 64 x 128 and the clustered 128 x 128, lane 0 of two or four of its warps, each refilling its own
+// stages: kCoreIssuers) issues each K tile's two copies into a ring of kStages shared-memory
+// stages, each stage published by its full mbarrier as the copies' bytes land, and refilled once
+// the math warps have released it on its empty mbarrier. Math warpgroup g computes rows
+// [64 g, 64 g + 64) of the BM x BN tile (in ping-pong, CoreTile::kPingPong, every row of every
+// other work item): four wgmmas a K tile and m64 row block (m64nBNk16, or k8 for TF32: a K tile is
+// one 128-byte row of either), one tile's wgmmas left in flight while the next tile's are issued,
+// the stage of the tile before released as they retire. The producer runs on into the next work
+// item while the math warps stage the last one's result for TMA stores (OutputPass), so each item's
+// first stages are ready when its math starts and the stores run beside the next item's products.
+// 16-bit operands reach wgmma in either orientation: a K-major operand's tile is one box of its
+// lines, an MN-major one's a box per 64-element column block (BulkTileLoader), both in the 128-byte
+// swizzle wgmma's descriptors name. In clusters of two (CoreTile::kCluster), the blocks take row
+// tiles above one another and each copies half of their common B tile into both (multicast).
 //   A work item is one output tile of one matrix of the batch over a range of its K tiles (CoreWalk:
 // whole tiles first, then stream-K's even shares of the rest). The ranges of a tile meet in a
 // workspace (CoreParts): each leaves its float32 accumulators there, and the one that finishes last
@@ -121,9 +121,10 @@ struct CoreTile {
   static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kGroupBlocks * BN <= 256, "a math warpgroup's accumulators: at most 128 a thread");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
-  // Each stage has one issuer, which refills it in order: one that could run two passes ahead on a
-  // stage would read its empty mbarrier's parity wrong.
-  static_assert(kStages % kIssuers == 0 && kIssuers <= 4, "each stage refilled by one producer thread");
+  // Stage s has one issuer (s % kIssuers), which refills it in order and so never waits on its
+  // empty mbarrier two passes ahead, where the parity would read wrong (tiles taken in turn
+  // across the ring would: bench/NOTES.md item 199); the stages divide evenly among them.
+  static_assert(kStages % kIssuers == 0 && kIssuers <= 4, "as many stages for every issuer");
   static_assert(kMathThreads * kMathRegisters + 128 * kProducerRegisters <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "one block's shared memory on sm_90");
 };
