@@ -334,6 +334,23 @@ def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
     check_against_reference(out, a, b)
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("tile", CORE_TILES)
+def test_mn_major_operands_sliced_from_wider_matrices(tile, dtype):
+    """MN-major operands (dy^T x) that are slices of wider matrices, their lines 1032 and 776
+    elements apart: a tile's column blocks come in one box where they are whole blocks of the slice
+    and one box each at its ragged end (m 392 and n 328 end inside a 128-byte block); NaN just past
+    each slice's columns, which no box may read into the product."""
+    k, m, n = 264, 392, 328
+    wide_a = torch.full((3, k, 1032), float("nan"), dtype=dtype, device="cuda")
+    wide_b = torch.full((3, k, 776), float("nan"), dtype=dtype, device="cuda")
+    wide_a[..., :m] = torch.randn(3, k, m, dtype=dtype, device="cuda")
+    wide_b[..., :n] = torch.randn(3, k, n, dtype=dtype, device="cuda")
+    a, b = wide_a[..., :m].mT, wide_b[..., :n]
+    out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, 1, 0), (3, m, n), dtype, "cuda")
+    check_against_reference(out, a, b)
+
+
 @pytest.mark.parametrize("precision", ["float16", "bfloat16", "tf32"])
 @pytest.mark.parametrize("m,n,batch,tile,splits", [
     (136, 40, 132, 4, 1), (40, 392, 40, 4, 3), (40, 72, 132, 6, 1), (40, 72, 1, 6, 3), (40, 136, 40, 8, 1),
