@@ -183,17 +183,19 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // Where even the best plan leaves most of the GPU idle (a tile or two over a very long K), the
   // wgmma family's K slices, summed by a kernel of their own across the GPU, do better; a single
   // 16-bit K tile over many rounds (kCoreShortKMaxRounds) goes to the family's short-K tile.
-  // The GPU's whole rate is its tensor cores', or for whole tiles its memory's where the operands
-  // and the output take longer to cross it (kHbmRate, about what an H200 reads): such outputs of
-  // 8-96 rows (x @ W^T in decoding) cost the 64-row tiles and the family's alike, and ran 4-57%
-  // faster on the core (L2 evicted, H200, bench/NOTES.md item 200). Stream-K's plans there ran
-  // 0.95-1.06x of the family's K slices, which sum the slices across the GPU: not for them.
+  // The GPU's whole rate is its tensor cores', or for 16-bit whole tiles over more than one K tile
+  // its memory's where the operands and the output take longer to cross it (kHbmRate, about what
+  // an H200 reads): such outputs of 1-96 rows (x @ W^T in decoding) cost the 64-row tiles and the
+  // family's alike, and ran 4-57% faster on the core (L2 evicted, H200, bench/NOTES.md item 200).
+  // Stream-K's plans there ran 0.95-1.06x of the family's K slices, which sum the slices across the
+  // GPU; a single K tile (the short-K tile's) and TF32's whole tiles were not measured: not for them.
   constexpr double kHbmRate = 4e12;
   const auto matrices = [&](const MatrixOperand& x) { return x.batch_stride == 0 ? 1.0 : static_cast<double>(p.batch); };
   const double bytes = elem_bytes * (matrices(p.a) * p.m * p.k + matrices(p.b) * p.k * p.n +
                                      static_cast<double>(p.batch) * p.m * p.n);
   const double compute = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
-  const double ideal = best.dp_tiles == best.tiles ? std::max(compute, bytes / kHbmRate) : compute;
+  const bool memory_rate = bk == 64 && k_tiles > 1 && best.dp_tiles == best.tiles;
+  const double ideal = memory_rate ? std::max(compute, bytes / kHbmRate) : compute;
   const bool forced = p.tile_override >= kCoreTileBase;
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
