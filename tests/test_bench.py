@@ -16,7 +16,8 @@ from _util import UNIT_ROUNDOFF, requires_gpu
 
 import tiledmm
 from tiledmm.bench.__main__ import operands, reference_product
-from tiledmm.bench.problems import CPU_MODEL_PROBLEMS, CPU_SHORT_K_PROBLEMS, MODEL_PROBLEMS, SHORT_K_PROBLEMS
+from tiledmm.bench.problems import (CPU_DECODE_PROBLEMS, CPU_MODEL_PROBLEMS, CPU_SHORT_K_PROBLEMS, DECODE_PROBLEMS,
+                                    MODEL_PROBLEMS, SHORT_K_PROBLEMS)
 from tiledmm.bench.report import speedup_summary
 from tiledmm.bench.timing import times_ms_each
 
@@ -323,6 +324,26 @@ def test_short_k_suite_spans_k_64_to_256_and_runs_as_a_cpu_miniature(tmp_path):
         (p.name, d, pr, impl) for p in CPU_SHORT_K_PROBLEMS for d, pr in series for impl in ("torch", "tiledmm")]
     assert [(s["suite"], s["dtype"], s["precision"], s["rows"]) for s in result["summary"]] == [
         ("short-k", d, pr, len(CPU_SHORT_K_PROBLEMS)) for d, pr in series]
+
+
+def test_decode_suite_times_every_layer_at_few_tokens_and_runs_as_a_cpu_miniature(tmp_path):
+    """--suite decode: each model's linear layers' forward x @ W^T at 1, 8, 32 and 128 tokens (the
+    model suite's layers, their weights read transposed); without a GPU a miniature of the same
+    structure in bfloat16 and float16, written to <device>-<date>-decode.json, summarized per model."""
+    layers = [(f"{p.suite}.{p.name.split('.')[1]}", p.k, p.n) for p in MODEL_PROBLEMS if p.name.endswith(".fwd")]
+    assert [(p.name.rsplit(".", 1)[0], p.k, p.n) for p in DECODE_PROBLEMS[::4]] == layers[:len(DECODE_PROBLEMS) // 4]
+    assert {p.m for p in DECODE_PROBLEMS} == {1, 8, 32, 128} and {p.layout for p in DECODE_PROBLEMS} == {"nt"}
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run([sys.executable, "-m", "tiledmm.bench", "--suite", "decode", "--quick", "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True, cwd=tmp_path, env=env)
+    (path,) = tmp_path.glob("*.json")
+    assert path.name.startswith("cpu-") and path.name.endswith("-decode.json")
+    result = json.loads(path.read_text())
+    assert [(r["problem"], r["dtype"], r["impl"]) for r in result["rows"]] == [
+        (p.name, d, impl) for p in CPU_DECODE_PROBLEMS for d in ("bfloat16", "float16") for impl in ("torch", "tiledmm")]
+    per_model = len(CPU_DECODE_PROBLEMS) // 2
+    assert [(s["suite"], s["dtype"], s["rows"]) for s in result["summary"]] == [
+        (f"{model}-decode", d, per_model) for model in ("gpt2", "llama3") for d in ("bfloat16", "float16")]
 
 
 def run_models(out, commit, *options):

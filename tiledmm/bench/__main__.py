@@ -21,6 +21,11 @@ of the speedups and the worst one), printed last. Without a GPU it runs a miniat
 attention's) in bfloat16, float16 and TF32, with the same summary; it writes
 <device>-<date>-short-k.json.
 
+--suite decode times the forward x @ W^T of both models' linear layers at 1, 8, 32 and 128 tokens (a
+generation step: outputs of few rows, the weights' bytes outweighing their products) in bfloat16
+and float16, with a summary per model; it writes <device>-<date>-decode.json. With --cold-l2 it
+times them as a step does, whose weights are not in the L2.
+
 --host times the host instead: each entry point's time per call, torch's and tiledmm's, at small
 sizes, with and without gradients (tiledmm/bench/host.py); it writes <device>-<date>-host.json.
 """
@@ -39,8 +44,8 @@ import torch
 import tiledmm
 
 from . import host
-from .problems import (CPU_MODEL_PROBLEMS, CPU_PROBLEMS, CPU_SHORT_K_PROBLEMS, MODEL_PROBLEMS, PROBLEMS,
-                       SHORT_K_PROBLEMS)
+from .problems import (CPU_DECODE_PROBLEMS, CPU_MODEL_PROBLEMS, CPU_PROBLEMS, CPU_SHORT_K_PROBLEMS, DECODE_PROBLEMS,
+                       MODEL_PROBLEMS, PROBLEMS, SHORT_K_PROBLEMS)
 from .report import speedup_summary, spread_pct
 from .timing import L2Flush, quartiles, rel_err, times_ms_each, torch_precision
 
@@ -56,6 +61,8 @@ SUITES = {
                    precisions=["tf32", "highest"], passes=["fwd"]),
     "short-k": dict(problems=(SHORT_K_PROBLEMS, CPU_SHORT_K_PROBLEMS), dtypes=["bfloat16", "float16", "float32"],
                     precisions=["tf32"], passes=["fwd"]),
+    "decode": dict(problems=(DECODE_PROBLEMS, CPU_DECODE_PROBLEMS), dtypes=["bfloat16", "float16"],
+                   precisions=["tf32"], passes=["fwd"]),
 }
 
 
@@ -268,7 +275,7 @@ def run_products(args, device):
     if args.suite == "reference":
         return fields, [table(rows)], timed
     fields.update(suite=args.suite, summary=speedup_summary(rows))
-    heading = f"speedup (torch ms / tiledmm ms) per {'model' if args.suite == 'models' else 'dtype'}:\n"
+    heading = f"speedup (torch ms / tiledmm ms) per {'model' if args.suite in ('models', 'decode') else 'dtype'}:\n"
     return fields, [table(rows), heading + summary_table(fields["summary"])], f"-{args.suite}" + timed
 
 

@@ -74,6 +74,19 @@ MODEL_PROBLEMS = model_problems()
 CPU_MODEL_PROBLEMS = model_problems(divisor=64, tokens=64, attention=(2, 16, 8))
 
 
+def decode_problems(tokens=(1, 8, 32, 128), divisor=1):
+    """Every model's linear layers' forward x @ W^T while generating: a few tokens a step (one a
+    sequence of the batch), so outputs of few rows whose weights' bytes outweigh their products;
+    rows named by model, layer and tokens, summarized per model."""
+    return [Problem(f"{suite}.{layer}.t{t}", t, max(1, d_in // divisor), max(1, d_out // divisor), "nt",
+                    suite=f"{suite}-decode")
+            for suite, (_, layers) in MODELS.items() for layer, (d_in, d_out) in layers.items() for t in tokens]
+
+
+DECODE_PROBLEMS = decode_problems()
+CPU_DECODE_PROBLEMS = decode_problems(tokens=(1, 4), divisor=64)
+
+
 def short_k_problems(shapes):
     """Products whose K is a few K tiles (the output's writes weigh as much as the products): each
     (batch, m, k, n, layout) as a row named by its K, shape and layout."""
