@@ -338,8 +338,8 @@ def test_16bit_mn_major_products_transposed(m, k, n, splits, tile, dtype):
 @pytest.mark.parametrize("tile", CORE_TILES)
 def test_mn_major_operands_sliced_from_wider_matrices(tile, dtype):
     """MN-major operands (dy^T x) that are slices of wider matrices, their lines 1032 and 776
-    elements apart: a tile's column blocks come in one box where they are whole blocks of the slice
-    and one box each at its ragged end (m 392 and n 328 end inside a 128-byte block); NaN just past
+    elements apart, read through their strides: a box per 128-byte column block, the last one
+    ragged (m 392 and n 328 end inside a block, where the map's bounds give zeros); NaN just past
     each slice's columns, which no box may read into the product."""
     k, m, n = 264, 392, 328
     wide_a = torch.full((3, k, 1032), float("nan"), dtype=dtype, device="cuda")

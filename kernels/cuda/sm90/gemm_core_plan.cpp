@@ -186,7 +186,7 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // The GPU's whole rate is its tensor cores', or for 16-bit whole tiles over more than one K tile
   // its memory's where the operands and the output take longer to cross it (kHbmRate, about what
   // an H200 reads): such outputs of 1-96 rows (x @ W^T in decoding) cost the 64-row tiles and the
-  // family's alike, and ran 4-57% faster on the core (L2 evicted, H200, bench/NOTES.md item 200).
+  // family's alike, and ran 4-56% faster on the core (L2 evicted, H200, bench/NOTES.md item 200).
   // Stream-K's plans there ran 0.95-1.06x of the family's K slices, which sum the slices across the
   // GPU; a single K tile (the short-K tile's) and TF32's whole tiles were not measured: not for them.
   constexpr double kHbmRate = 4e12;
