@@ -30,7 +30,8 @@ HBM_RATE = 4e12  # bytes a second of the GPU's memory in plan_core's ideal (kHbm
 def plan(tmp_path_factory):
     """plan(problems) -> (the tile table, the plans); dtype "f32t": TF32 with A MN-major, through
     registers (dy @ W as the core runs it), the others x @ W^T or, after a colon, the layout of A and
-    B (bf16:tn, dW = dy^T x). A plan's "transposed": the core runs the problem as C^T = B^T A^T."""
+    B (bf16:tn, dW = dy^T x), and after another ":b" one B that the batch broadcasts (bf16:nt:b). A
+    plan's "transposed": the core runs the problem as C^T = B^T A^T."""
     driver = str(tmp_path_factory.mktemp("core_rule") / "plan_driver")
     subprocess.run([COMPILER, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "tests", "core_rule"),
                     "-I", os.path.join(ROOT, "kernels"), os.path.join(ROOT, "tests", "core_rule", "plan_driver.cpp"),
@@ -193,6 +194,19 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
             assert whole and c["time_us"] * 1e-6 > 3.0 * compute and slowdown <= 3.0, (p, c)
     attention = plans[-1]
     assert attention["fits"] and attention["transposed"] and table["bm"][attention["tile"]] == 64, attention
+
+
+def test_a_broadcast_operand_counts_once_in_the_memory_rate(plan):
+    """The memory's time counts a matrix that the batch broadcasts once: 8 outputs of 16 x 4096 over
+    K = 4096 with their own weights cross 268 MB (whole 64 x 128 tiles within 3x of that), with one
+    weight matrix shared 34 MB, which their estimate is over 3x of (and over 3x the tensor cores'
+    rate): that one goes back to the family."""
+    _, (own, shared) = plan([problem(16, 4096, 4096, 8), problem(16, 4096, 4096, 8, "bf16:nt:b")])
+    assert own["dp_tiles"] == own["tiles"] and own["fits"], own
+    assert shared["time_us"] == own["time_us"] and not shared["fits"], shared
+    memory_us = {name: 2 * (8 * 16 * 4096 + b * 4096 * 4096 + 8 * 16 * 4096) / HBM_RATE * 1e6
+                 for name, b in (("own", 8), ("shared", 1))}
+    assert own["time_us"] <= 3 * memory_us["own"] and shared["time_us"] > 3 * memory_us["shared"], memory_us
 
 
 def test_tf32_through_registers_takes_the_wide_tiles(plan):
