@@ -43,6 +43,7 @@ struct BulkTileLoader {
   int64_t k = 0;           // ... and k, which passes the map's end after the last tile
   bool issuer = false;     // this thread issues the copies
   int part = 0;
+  uint32_t bytes = Tile::kElems * sizeof(T);  // what a tile's copies land: fewer where the map's box has fewer lines
 
   // matrix: the operand's matrix in the map (0 where the batch broadcasts it); part: this block's
   // rank in the cluster that shares the tile.
@@ -58,7 +59,7 @@ struct BulkTileLoader {
   // The next tile into `stage` (1024-byte aligned), landing on `full`.
   __device__ __forceinline__ void fetch(T* stage, uint64_t* full) {
     if (issuer) {
-      sync::mbarrier_expect_tx(full, Tile::kElems * sizeof(T));
+      sync::mbarrier_expect_tx(full, bytes);
       auto load = [&](T* to, int x, int y) {
         if constexpr (kParts == 1) ptx::bulk_tensor_load(map, to, full, x, y, matrix);
         else ptx::bulk_tensor_load_multicast(map, to, full, x, y, matrix, (1u << kParts) - 1);

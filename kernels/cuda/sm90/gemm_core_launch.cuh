@@ -41,9 +41,10 @@ struct CoreLaunch {
                    : make_operand_map(data, extent, k, batch, x.ld, x.batch_stride, kBK, kBK, kType,
                                       CU_TENSOR_MAP_SWIZZLE_128B);
   }
-  // A K-major B's box: the lines of one block's part of the tile (clusters share it).
+  // A K-major A's box: the tile's rows, or its m rows in whole atoms where fewer (core_a_box_lines);
+  // a K-major B's: the lines of one block's part of the tile (clusters share it).
   static OperandMaps maps(const GemmProblem& p, int tile) {
-    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, kCoreBM[tile]),
+    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, core_a_box_lines(p.m, kCoreBM[tile], p.a.row_major)),
                        operand_map(p.b, !p.b.row_major, p.n, p.k, p.batch, kCoreBN[tile] / kCoreCluster[tile])};
   }
 

@@ -195,7 +195,16 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
                                      static_cast<double>(p.batch) * p.m * p.n);
   const double compute = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
   const bool memory_rate = bk == 64 && k_tiles > 1 && best.dp_tiles == best.tiles;
-  const double ideal = memory_rate ? std::max(compute, bytes / kHbmRate) : compute;
+  // No kernel runs a product over more than one K tile in less than about kLaunchFloor with its
+  // operands in HBM (a launch, the first loads' latency, the last stores; torch took 7-8 us for its
+  // smallest decoding products, L2 evicted), so the ideal is that at least: a product of a few
+  // microseconds is judged by what it costs, not by its ratio to a rate. 16-bit outputs of 1-128 rows
+  // over K = 104-3440 that no longer go back ran 1.1-1.9x faster on the core than on the family,
+  // whose K slices cost a second kernel (28 shapes, H200, L2 warm and evicted, bench/NOTES.md item
+  // 201). A single K tile keeps the rates alone: the family's short-K tile was fitted against them.
+  constexpr double kLaunchFloor = 5e-6;
+  const double rates = memory_rate ? std::max(compute, bytes / kHbmRate) : compute;
+  const double ideal = k_tiles > 1 ? std::max(kLaunchFloor, rates) : rates;
   const bool forced = p.tile_override >= kCoreTileBase;
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;

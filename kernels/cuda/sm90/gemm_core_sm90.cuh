@@ -90,6 +90,16 @@ struct OutputPass {
 // and the start of the next cost no tensor time (the others' warpgroups compute 64 rows each of
 // every tile and pay those together, ~1-3 us a tile, bench/NOTES.md item 180).
 // BM 64: one math warpgroup, computing the whole tile (outputs of few tiles: gemm_core_plan.h).
+// A's box, in lines: a K-major A of fewer rows than a tile (x @ W^T while decoding) is copied m rows
+// to a box, rounded up to whole swizzle atoms of 8, not bm: the TMA writes the zeros of a box's rows
+// past the matrix as it writes copied ones, and a box of 63 such rows in 64 held the core's
+// 1 x 4096 x 128256 at 3.5 TB/s against 3.9 at 32 rows (H200, L2 evicted, bench/NOTES.md item 201).
+// The stage's other rows keep whatever they held: their outputs are past the matrix, never stored
+// (C's map clips them).
+__host__ __device__ constexpr int core_a_box_lines(int64_t m, int bm, bool a_k_major) {
+  return a_k_major && m < bm ? static_cast<int>((m + 7) / 8 * 8) : bm;
+}
+
 template <int BM_, int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false, int kIssuers_ = 1>
 struct CoreTile {
   static constexpr int BM = BM_, BN = BN_, BK = 128 / kElemBytes, kCluster = kCluster_, kIssuers = kIssuers_;
@@ -489,6 +499,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for_each_item([&](const CoreItem<T>& item) {
           const WorkItem<T>& w = item.w;
           a_loader.start(&maps.a.map, w.m0, w.k_begin, args.batch_stride_a == 0 ? 0 : w.z, 0);
+          a_loader.bytes = core_a_box_lines(args.m, BM, kAKMajor) * BK * static_cast<int>(sizeof(T));
           b_loader.start(&maps.b.map, w.n0, w.k_begin, args.batch_stride_b == 0 ? 0 : w.z, 0, rank);
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             if (kOne || stage % Tile::kIssuers == issuer) {
