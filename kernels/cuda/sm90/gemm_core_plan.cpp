@@ -84,11 +84,12 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // 0.81-1.00x.
   constexpr double kMaxSlowdown = 3.0, kShortKMaxSlowdown = 4.0;
   constexpr int64_t kShortKMaxTiles = 32;
-  // What stream-K cost past its products and its meeting model in a sweep of forced plans (8-15 us on
-  // an H100, bench/NOTES.md item 170), fitted with 128 x 64's rate to the least regret. Without the
-  // memset of the counters before each launch (0.5-1.3 us, H200) a refit over 12 shapes was as good
-  // anywhere from 1 to 7 us (item 190).
-  constexpr double kWorkspaceCost = 7e-6;
+  // What stream-K costs past its products and its meeting model, beyond what whole tiles cost past
+  // theirs: 360 forced stream-K plans of outputs of 1-32 rows (64-row and 128 x 64 tiles, 2-6 ranges a
+  // tile, L2 evicted, H200) ran 6.3 us past their estimates at 3 us, whole tiles of the same outputs
+  // 7.0 (bench/NOTES.md item 201; H100 sweeps of larger outputs had put it at 7 us, item 170, and a
+  // refit over 12 shapes was as good anywhere from 1 to 7 us, item 190).
+  constexpr double kWorkspaceCost = 3e-6;
   // What whole tiles in clusters cost beyond the same tiles alone (H100: 128 x 256 tiles, one a
   // block or cluster, K from 64 to 8192: 2-3 us more in clusters of two at every K; bench/NOTES.md
   // item 153). Stream-K's clusters keep what multicast saves them (3072 x 8192 x 768: 75 us in
@@ -109,6 +110,17 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // suites' outputs (whole 128-byte rows) stay bound by their products, their plans unchanged.
   constexpr double kL2Rate = 14e12, kSplitRowReads = 1.5;
   const int elem_bytes = 128 / bk;
+  // The operands and the output cross the HBM once at least, at about kHbmRate (what an H200 reads):
+  // a floor under 16-bit stream-K plans, whose shares spread the K tiles over the GPU. Whole tiles'
+  // estimates already run at about the rate one SM streams a tile's operands from the HBM (0.21-0.23
+  // us a K tile of 64 x 128, 128 x 64 or 64 x 96 over 1 x 4096 x 14336), and a floor under them would
+  // level all the tiles of a memory-bound output. 1 x 4096 x 14336 ran 45 us in stream-K on every
+  // tile (its 117 MB at 2.6 TB/s), 1 x 4096 x 6144 level with whole tiles at 26-29 us (H200, L2
+  // evicted, bench/NOTES.md item 201).
+  constexpr double kHbmRate = 4e12;
+  const auto matrices = [&](const MatrixOperand& x) { return x.batch_stride == 0 ? 1.0 : static_cast<double>(p.batch); };
+  const double bytes = elem_bytes * (matrices(p.a) * p.m * p.k + matrices(p.b) * p.k * p.n +
+                                     static_cast<double>(p.batch) * p.m * p.n);
   auto line_reads = [&](const MatrixOperand& x) { return (x.ld * elem_bytes) % 128 == 0 ? 1.0 : kSplitRowReads; };
   const double a_reads = line_reads(p.a), b_reads = line_reads(p.b);
   const int64_t k_tiles = std::max<int64_t>(1, (p.k + bk - 1) / bk);
@@ -160,8 +172,9 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
       const double meet = (even ? 1.0 : 2.0) * (clusters * kCoreCluster[tile] * part / kPartWriteRate +
                                                 (ranges - 1) * part / kPartReadRate);
       const double products = static_cast<double>(longest) * unit;
-      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + std::max(products, l2_time) + meet,
-               std::max(0.0, l2_time - products));
+      const double floor_time = bk == 64 ? std::max(l2_time, bytes / kHbmRate) : l2_time;
+      consider(tile, tiles, 0, clusters, most, kWorkspaceCost + std::max(products, floor_time) + meet,
+               std::max(0.0, floor_time - products));
     };
     if (p.splits_override >= 2) {  // forced: stream-K alone, the forced tile or the best estimate's
       stream_k(std::min(gpu, tiles * p.splits_override));
@@ -187,14 +200,15 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // its memory's where the operands and the output take longer to cross it (kHbmRate, about what
   // an H200 reads): such outputs of 1-96 rows (x @ W^T in decoding) cost the 64-row tiles and the
   // family's alike, and ran 4-56% faster on the core (L2 evicted, H200, bench/NOTES.md item 200).
-  // Stream-K's plans there ran 0.95-1.06x of the family's K slices, which sum the slices across the
-  // GPU; a single K tile (the short-K tile's) and TF32's whole tiles were not measured: not for them.
-  constexpr double kHbmRate = 4e12;
-  const auto matrices = [&](const MatrixOperand& x) { return x.batch_stride == 0 ? 1.0 : static_cast<double>(p.batch); };
-  const double bytes = elem_bytes * (matrices(p.a) * p.m * p.k + matrices(p.b) * p.k * p.n +
-                                     static_cast<double>(p.batch) * p.m * p.n);
+  // Stream-K's plans too where A is K-major (its box of m rows: gemm_core_sm90.cuh) and their clusters
+  // cover half the GPU or more: 1-32 x 4096 x 14336 and 1-32 x 8192 x 1024 then ran 0.85-0.99x torch
+  // against the family's 0.64-0.95x (item 201). With fewer clusters (a tile or two over a very long
+  // K, kMaxParts ranges each) the family's K slices, summed across the GPU, run faster; with A
+  // MN-major, whose boxes keep the tile's rows, so do outputs of 8-16 rows (0.78-0.94x of it). A
+  // single K tile (the short-K tile's) and TF32 were not measured: not for them.
   const double compute = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
-  const bool memory_rate = bk == 64 && k_tiles > 1 && best.dp_tiles == best.tiles;
+  const bool spread = p.a.row_major && 2 * best.clusters * kCoreCluster[best.tile] >= num_sms;
+  const bool memory_rate = bk == 64 && k_tiles > 1 && (best.dp_tiles == best.tiles || spread);
   // No kernel runs a product over more than one K tile in less than about kLaunchFloor with its
   // operands in HBM (a launch, the first loads' latency, the last stores; torch took 7-8 us for its
   // smallest decoding products, L2 evicted), so the ideal is that at least: a product of a few
