@@ -212,10 +212,10 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // No kernel runs a product over more than one K tile in less than about kLaunchFloor with its
   // operands in HBM (a launch, the first loads' latency, the last stores; torch took 7-8 us for its
   // smallest decoding products, L2 evicted), so the ideal is that at least: a product of a few
-  // microseconds is judged by what it costs, not by its ratio to a rate. 16-bit outputs of 1-128 rows
-  // over K = 104-3440 that no longer go back ran 1.1-1.9x faster on the core than on the family,
-  // whose K slices cost a second kernel (28 shapes, H200, L2 warm and evicted, bench/NOTES.md item
-  // 201). A single K tile keeps the rates alone: the family's short-K tile was fitted against them.
+  // microseconds is judged by what it costs, not by its ratio to a rate: the family's K slices cost
+  // a second kernel. On 47 shapes that it moved to the core (1-1397 rows, K = 76-7232) they ran 1.35x
+  // faster (L2 warm) and 1.37x (evicted) in 16 bits, 1.30x and 1.24x in TF32 (H200, bench/NOTES.md
+  // item 201). A single K tile keeps the rates alone: the family's short-K tile was fitted against them.
   constexpr double kLaunchFloor = 5e-6;
   const double rates = memory_rate ? std::max(compute, bytes / kHbmRate) : compute;
   const double ideal = k_tiles > 1 ? std::max(kLaunchFloor, rates) : rates;

@@ -92,8 +92,9 @@ struct OutputPass {
 // BM 64: one math warpgroup, computing the whole tile (outputs of few tiles: gemm_core_plan.h).
 // A's box, in lines: a K-major A of fewer rows than a tile (x @ W^T while decoding) is copied m rows
 // to a box, rounded up to whole swizzle atoms of 8, not bm: the TMA writes the zeros of a box's rows
-// past the matrix as it writes copied ones, and a box of 63 such rows in 64 held the core's
-// 1 x 4096 x 128256 at 3.5 TB/s against 3.9 at 32 rows (H200, L2 evicted, bench/NOTES.md item 201).
+// past the matrix about as slowly as copied ones: 1 x 4096 x 128256 on 64 x 128 tiles read B at 3.5
+// TB/s with boxes of 64 rows, 3.9 at 32 rows, 4.2 with boxes of 8 (H200, L2 evicted, bench/NOTES.md
+// item 201).
 // The stage's other rows keep whatever they held: their outputs are past the matrix, never stored
 // (C's map clips them).
 __host__ __device__ constexpr int core_a_box_lines(int64_t m, int bm, bool a_k_major) {
