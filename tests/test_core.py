@@ -225,20 +225,22 @@ def test_every_tf32_core_variant(m, k, n, splits, tile, layout):
     check_tf32_product(out, a, b)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "tf32"])
+@pytest.mark.parametrize("dtype,layout", [(torch.bfloat16, "nn"), (torch.bfloat16, "nt"), (torch.float32, "nt")],
+                         ids=["bfloat16-nn", "bfloat16-nt", "tf32-nt"])
 @pytest.mark.parametrize("tile", CORE_TILES)
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("m", [1, 13, 100])
-def test_k_major_a_of_fewer_rows_than_a_tile(m, splits, tile, dtype):
-    """x @ W^T with fewer rows than the tile (decoding): A comes in boxes of its rows rounded up to
-    8, the stage's rows past them holding what they held before (shared memory is not cleared
-    between kernels: here likely the NaN rows of a product run just before); every output row right
-    and finite, none past m written."""
+def test_k_major_a_of_fewer_rows_than_a_tile(m, splits, tile, dtype, layout):
+    """A K-major A with fewer rows than the tile (x @ W^T while decoding) comes in boxes of its rows
+    rounded up to 8; the stage's rows past them keep what they held before, which may be the NaN
+    rows of a product run just before in the same orientation (shared memory is not cleared between
+    kernels). Every output of the m rows is right and finite. 16-bit nn always runs as it comes;
+    in nt a few tiles run the product transposed (C^T = B^T A^T, m the columns), as the rule says."""
     precision = TF32 if dtype == torch.float32 else 0
-    nan_a, nan_b = operands(256, 264, 136, "nt", dtype, "cuda", batch=(3,))
+    nan_a, nan_b = operands(256, 264, 136, layout, dtype, "cuda", batch=(3,))
     nan_a[:, 1:] = float("nan")
     ops._bmm_with_config(nan_a, nan_b, tile, splits, precision)
-    a, b = operands(m, 264, 136, "nt", dtype, "cuda", batch=(3,))
+    a, b = operands(m, 264, 136, layout, dtype, "cuda", batch=(3,))
     out, _ = poisoned(lambda: ops._bmm_with_config(a, b, tile, splits, precision), (3, m, 136), dtype, "cuda")
     assert torch.isfinite(out).all()
     if dtype == torch.float32:

@@ -373,6 +373,7 @@ def test_wgmma_float32_batched_and_shared_operands(precision, layout, shared):
     text = tiledmm.explain(a, b, precision=precision)
     if precision == "tf32" and layout[0] == "n":
         assert "Hopper GEMM core (wgmma" in text
+        # The family's 128 x 128 tile, warp-specialized in TF32.
         run = lambda: ops._bmm_with_config(a, b, 1, 1, PRECISION_CODES["tf32"])  # noqa: E731
     else:
         assert "warp-specialized" in text

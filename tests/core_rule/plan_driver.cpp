@@ -46,7 +46,7 @@ int main() {
               << ", \"clusters\": " << c.clusters << ", \"max_parts\": " << c.max_parts
               << ", \"group_rows\": " << c.group_rows << ", \"fits\": " << (c.fits ? "true" : "false")
               << ", \"transposed\": " << (run.problem.c_transposed ? "true" : "false")
-              << ", \"time_us\": " << c.time * 1e6 << "}\n";
+              << ", \"time_us\": " << c.time * 1e6 << ", \"fit_us\": " << c.fit_time * 1e6 << "}\n";
   }
   return 0;
 }

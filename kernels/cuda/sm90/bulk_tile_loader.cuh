@@ -1,6 +1,7 @@
 // Operand tiles by bulk tensor copies (the TMA) for the warp-specialized wgmma kernels, through a
 // tensor map with the 128-byte swizzle, which lands a box in Swizzle128Tile's layout: a K-major
-// tile (its lines along x, k within one 128-byte row) is one box of BX lines; an MN-major tile
+// tile (its lines along x, k within one 128-byte row) is one box of BX lines (fewer where the map's
+// box has fewer: `bytes`, the Hopper GEMM core's operands of few lines); an MN-major tile
 // (lines along k, x across 128-byte column blocks) is one box of BK lines per column block, as many
 // blocks as cover BX (BX 160: three, the last one's second half the next tile's columns, which
 // wgmma m64n160 does not read; 64-byte blocks in the 64-byte swizzle, exact, measured slower where
@@ -43,7 +44,9 @@ struct BulkTileLoader {
   int64_t k = 0;           // ... and k, which passes the map's end after the last tile
   bool issuer = false;     // this thread issues the copies
   int part = 0;
-  uint32_t bytes = Tile::kElems * sizeof(T);  // what a tile's copies land: fewer where the map's box has fewer lines
+  // What a tile's copies land: a K-major tile whose map has boxes of fewer than BX lines lands their
+  // bytes (kParts 1 only: a shared tile's blocks each count the whole tile).
+  uint32_t bytes = Tile::kElems * sizeof(T);
 
   // matrix: the operand's matrix in the map (0 where the batch broadcasts it); part: this block's
   // rank in the cluster that shares the tile.

@@ -113,10 +113,12 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // The operands and the output cross the HBM once at least, at about kHbmRate (what an H200 reads):
   // a floor under 16-bit stream-K plans, whose shares spread the K tiles over the GPU. Whole tiles'
   // estimates already run at about the rate one SM streams a tile's operands from the HBM (0.21-0.23
-  // us a K tile of 64 x 128, 128 x 64 or 64 x 96 over 1 x 4096 x 14336), and a floor under them would
-  // level all the tiles of a memory-bound output. 1 x 4096 x 14336 ran 45 us in stream-K on every
-  // tile (its 117 MB at 2.6 TB/s), 1 x 4096 x 6144 level with whole tiles at 26-29 us (H200, L2
-  // evicted, bench/NOTES.md item 201).
+  // us a K tile of 64 x 128, 128 x 64 or 64 x 96 over 1 x 4096 x 14336), and a floor under them
+  // would level all the tiles of a memory-bound output. 1 x 4096 x 14336 ran 45 us in stream-K on
+  // every tile (its 117 MB at 2.6 TB/s), 1 x 4096 x 6144 level with whole tiles at 26-29 us (H200, L2
+  // evicted, bench/NOTES.md item 201). Like the L2's, the floor picks among plans and the fit judges
+  // the estimate without it, so a plan it picks may fail the fit where another would not (64 x 4096
+  // x 14336 with A MN-major: not measured).
   constexpr double kHbmRate = 4e12;
   const auto matrices = [&](const MatrixOperand& x) { return x.batch_stride == 0 ? 1.0 : static_cast<double>(p.batch); };
   const double bytes = elem_bytes * (matrices(p.a) * p.m * p.k + matrices(p.b) * p.k * p.n +
@@ -127,7 +129,8 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   CorePlan best{};
   double best_time = 0, best_unfloored = 0;
   // dp_tiles == tiles: whole tiles only; 0: stream-K over `clusters` clusters, each an even share of
-  // the K tiles, a tile's K cut into at most `ranges` ranges. floored: what the L2 floor adds to time.
+  // the K tiles, a tile's K cut into at most `ranges` ranges. floored: what the floors (the L2's,
+  // the HBM's) add to time.
   auto consider = [&](int tile, int64_t tiles, int64_t dp_tiles, int64_t clusters, int64_t ranges, double time,
                       double floored) {
     const int64_t share = (tiles - dp_tiles) * k_tiles / std::max<int64_t>(1, clusters);
@@ -200,12 +203,14 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   // its memory's where the operands and the output take longer to cross it (kHbmRate, about what
   // an H200 reads): such outputs of 1-96 rows (x @ W^T in decoding) cost the 64-row tiles and the
   // family's alike, and ran 4-56% faster on the core (L2 evicted, H200, bench/NOTES.md item 200).
-  // Stream-K's plans too where A is K-major (its box of m rows: gemm_core_sm90.cuh) and their clusters
-  // cover half the GPU or more: 1-32 x 4096 x 14336 and 1-32 x 8192 x 1024 then ran 0.85-0.99x torch
-  // against the family's 0.64-0.95x (item 201). With fewer clusters (a tile or two over a very long
-  // K, kMaxParts ranges each) the family's K slices, summed across the GPU, run faster; with A
-  // MN-major, whose boxes keep the tile's rows, so do outputs of 8-16 rows (0.78-0.94x of it). A
-  // single K tile (the short-K tile's) and TF32 were not measured: not for them.
+  // Stream-K's plans too where A is K-major and their clusters cover half the GPU or more, whose
+  // shares then stream at the HBM's rate: decoding's 1-32 x 4096 x 14336 and 1-32 x 8192 x 1024 (A's
+  // box of m rows: gemm_core_sm90.cuh) ran 0.85-0.99x torch against the family's 0.64-0.95x, and 29
+  // products of 65-2940 rows that this and the lower kWorkspaceCost moved ran 1.19x faster (L2
+  // evicted; item 201). With fewer clusters (a tile or two over a very long K, kMaxParts ranges each)
+  // the family's K slices, summed across the GPU, run faster; with A MN-major, whose boxes keep the
+  // tile's rows, so do outputs of 8-16 rows (0.78-0.94x of it). A single K tile (the short-K tile's)
+  // and TF32 were not measured: not for them.
   const double compute = 2.0 * p.m * p.n * p.k * p.batch / (num_sms * sm_rate);
   const bool spread = p.a.row_major && 2 * best.clusters * kCoreCluster[best.tile] >= num_sms;
   const bool memory_rate = bk == 64 && k_tiles > 1 && (best.dp_tiles == best.tiles || spread);
@@ -223,10 +228,11 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
   const bool short_k = p.k > 256 && k_tiles <= kShortKMaxTiles;
-  // The slowdown limits were fitted to estimates without the L2 floor: they judge the chosen plan's
-  // estimate without it, so that the floor picks among the core's plans but sends nothing back.
+  // The slowdown limits were fitted to estimates without the floors: they judge the chosen plan's
+  // estimate without them (fit_time).
   best.fits = forced || (best_unfloored <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
   best.time = best_time;
+  best.fit_time = best_unfloored;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM[best.tile] * cluster;
   const int64_t m_tiles = (p.m + rows - 1) / rows;
   // Whole tiles: a group as tall in rows as the running clusters' columns are wide; the square

@@ -70,6 +70,7 @@ struct CorePlan {
   bool fits;          // whether the core should run it (else the wgmma family of its type)
   std::string why;    // why this plan, or why not the core
   double time;        // the rule's estimate of its time, in seconds
+  double fit_time;    // the estimate that the fit judged: without the L2's and the HBM's floors
 };
 
 // For each tile and cluster: the time of whole tiles in waves over the clusters, each at the tile's

@@ -96,7 +96,7 @@ struct OutputPass {
 // TB/s with boxes of 64 rows, 3.9 at 32 rows, 4.2 with boxes of 8 (H200, L2 evicted, bench/NOTES.md
 // item 201).
 // The stage's other rows keep whatever they held: their outputs are past the matrix, never stored
-// (C's map clips them).
+// (C's map clips them, and the threads' stores check the rows).
 __host__ __device__ constexpr int core_a_box_lines(int64_t m, int bm, bool a_k_major) {
   return a_k_major && m < bm ? static_cast<int>((m + 7) / 8 * 8) : bm;
 }
@@ -421,8 +421,9 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
 
 // T: a 16-bit type, or float (TF32 products, B K-major). kAKMajor: A's tiles K-major (A row-major);
 // kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
-// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, 128-byte column
-// blocks by BK lines MN-major; TFLOAT32 for float); output_map: C's (make_output_map, boxes
+// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, A's of fewer rows
+// where m is (core_a_box_lines), 128-byte column blocks by BK lines MN-major; TFLOAT32 for float);
+// output_map: C's (make_output_map, boxes
 // of one 128-byte chunk by 64 rows, or by OutputPass::kLines lines kTransposedOut), where C's
 // layout allows one; ws: stream-K's workspace. kTransposedOut: the product computed is C^T, and
 // args.c holds C (args.n x args.m, row-major).
