@@ -340,8 +340,9 @@ def test_decode_suite_times_every_layer_at_few_tokens_and_runs_as_a_cpu_miniatur
     assert [(p.name.rsplit(".", 1)[0], p.k, p.n) for p in DECODE_PROBLEMS[::4]] == layers
     assert {p.m for p in DECODE_PROBLEMS} == {1, 8, 32, 128} and {p.layout for p in DECODE_PROBLEMS} == {"nt"}
     result = cpu_miniature(tmp_path, "decode")
+    dtypes, impls = ("bfloat16", "float16"), ("torch", "tiledmm")
     assert [(r["problem"], r["dtype"], r["impl"]) for r in result["rows"]] == [
-        (p.name, d, impl) for p in CPU_DECODE_PROBLEMS for d in ("bfloat16", "float16") for impl in ("torch", "tiledmm")]
+        (p.name, d, impl) for p in CPU_DECODE_PROBLEMS for d in dtypes for impl in impls]
     per_model = len(CPU_DECODE_PROBLEMS) // 2
     assert [(s["suite"], s["dtype"], s["rows"]) for s in result["summary"]] == [
         (f"{model}-decode", d, per_model) for model in ("gpt2", "llama3") for d in ("bfloat16", "float16")]

@@ -170,9 +170,10 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
     take longer to cross it: outputs of 16-48 rows, which the family and the 64-row tiles compute
     alike, stay on the core (item 200: 10-56% faster there, L2 evicted), and so do stream-K plans
     over half the GPU or more with A K-major (item 201: decoding's 1-32 x 4096 x 14336 0.94-0.99x
-    torch against 0.90x; with A MN-major, 8 x 3656 x 7840, the family was faster); and no product over more
-    than one K tile takes less than LAUNCH_FLOOR, so products of a few microseconds stay on the core
-    (item 201: 1.1-1.9x faster than the family's K slices). Tiles over a very long K go back (64 x
+    torch against 0.90x; with A MN-major, 8 x 3656 x 7840, the family was faster); and no product
+    over more than one K tile takes less than LAUNCH_FLOOR, so products of a few microseconds stay on
+    the core (item 201: 1.35x faster than the family's K slices in 16 bits, 1.24-1.30x in TF32, on 47
+    shapes). Tiles over a very long K go back (64 x
     64 over K = 65536: the family 1.5x faster; 128 x 256 over 32768: 1.1x), and a single K tile
     keeps the rates alone (the family's short-K tile). TF32 attention's p @ v (512 x 64 outputs,
     run transposed) fills a 64-row tile exactly."""

@@ -44,7 +44,8 @@ struct CoreLaunch {
   // A K-major A's box: the tile's rows, or its m rows in whole atoms where fewer (core_a_box_lines);
   // a K-major B's: the lines of one block's part of the tile (clusters share it).
   static OperandMaps maps(const GemmProblem& p, int tile) {
-    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, core_a_box_lines(p.m, kCoreBM[tile], p.a.row_major)),
+    const int a_lines = core_a_box_lines(p.m, kCoreBM[tile], p.a.row_major);
+    return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, a_lines),
                        operand_map(p.b, !p.b.row_major, p.n, p.k, p.batch, kCoreBN[tile] / kCoreCluster[tile])};
   }
 
