@@ -8,7 +8,7 @@ inline-assembly operand; writing 128 of them by hand invites mistakes, so they a
 
 import os
 
-WIDTHS = (64, 96, 128, 160, 192, 256)
+WIDTHS = (32, 64, 96, 128, 160, 192, 256)
 
 
 def header() -> str:

@@ -66,9 +66,9 @@ def cases(only=None):
     # run transposed (C^T = B^T A^T) in whole tiles.
     core_shapes = [(2, 40, 264, 72), (1, 136, 1032, 264), (140, 8, 72, 24), (2, 264, 392, 136)]
     core = itertools.chain(
-        itertools.product([False], range(4, 14), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
-        itertools.product([False], range(4, 14), [1, 3], PATHS[2:3], [False], [True], core_shapes),
-        itertools.product([False], [t for t in range(4, 14) if t != 11], [1, 3], PATHS[2:3], [False], [False],
+        itertools.product([False], range(4, 15), [1, 3], PATHS[4:], [False, True], [False, True], core_shapes),
+        itertools.product([False], range(4, 15), [1, 3], PATHS[2:3], [False], [True], core_shapes),
+        itertools.product([False], [t for t in range(4, 15) if t != 11], [1, 3], PATHS[2:3], [False], [False],
                           core_shapes))
     # The dispatcher's plan at short K (tile "core"): the core for aligned 16-bit operands (one K tile,
     # partial, over 6 rounds of tiles: kCoreShortKMaxRounds) and TF32 x @ W^T past K = 64 (kCoreMinK),

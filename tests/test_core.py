@@ -17,8 +17,8 @@ ops = torch.ops.tiledmm
 
 CORE = "Hopper GEMM core (wgmma"  # the core's kernel line (a plan it gives back says "not the Hopper GEMM core")
 # 128 x 256, 128 x 128, 128 x 64; 128 x 256, 128 x 128 in clusters of two; 128 x 192; 128 x 160; 128 x 128 ping-pong;
-# 64 x 96 and 64 x 128 (one math warpgroup)
-CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+# 64 x 96, 64 x 128 and 64 x 32 (one math warpgroup)
+CORE_TILES = [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 PING_PONG = 11  # the core's ping-pong tile, which reads TF32 A from shared memory only
 COOPERATIVE_TILES = [t for t in CORE_TILES if t != PING_PONG]
 HALF_DTYPES = [torch.float16, torch.bfloat16]

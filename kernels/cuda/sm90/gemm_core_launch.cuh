@@ -41,12 +41,15 @@ struct CoreLaunch {
                    : make_operand_map(data, extent, k, batch, x.ld, x.batch_stride, kBK, kBK, kType,
                                       CU_TENSOR_MAP_SWIZZLE_128B);
   }
-  // A K-major A's box: the tile's rows, or its m rows in whole atoms where fewer (core_a_box_lines);
-  // a K-major B's: the lines of one block's part of the tile (clusters share it).
+  // A K-major operand's box: the tile's lines (a K-major B's: one block's part of the tile, which
+  // clusters share), or its own lines in whole atoms where fewer (core_box_lines; not where a
+  // cluster shares B's tile).
   static OperandMaps maps(const GemmProblem& p, int tile) {
-    const int a_lines = core_a_box_lines(p.m, kCoreBM[tile], p.a.row_major);
+    const int cluster = kCoreCluster[tile];
+    const int a_lines = core_box_lines(p.m, kCoreBM[tile], p.a.row_major);
+    const int b_lines = core_box_lines(p.n, kCoreBN[tile] / cluster, !p.b.row_major && cluster == 1);
     return OperandMaps{operand_map(p.a, p.a.row_major, p.m, p.k, p.batch, a_lines),
-                       operand_map(p.b, !p.b.row_major, p.n, p.k, p.batch, kCoreBN[tile] / kCoreCluster[tile])};
+                       operand_map(p.b, !p.b.row_major, p.n, p.k, p.batch, b_lines)};
   }
 
   // Launches kKernel on `blocks` blocks in clusters of Tile::kCluster, as many clusters as fit the GPU

@@ -33,7 +33,7 @@ namespace {
 // With four producer threads (kCoreIssuers, item 199) 64 x 128 ran 8-25% faster: 0.73 by the least
 // regret over 71 shapes (scripts/core_sweep.py, each tile forced; 66 of random sizes and layouts).
 // 128 x 64 and the clustered 128 x 128 gained 3-19% there too; their rates did not change a plan.
-constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.73};
+constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.73, 0.25};
 // The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
 // bandwidth with wgmma's reads of B, which the narrow tiles already use up (128 x 128 at 0.68-0.85
@@ -42,7 +42,7 @@ constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88,
 // (a transposed product: plan_core leaves it out). The 64-row tiles' were not measured through
 // registers: 0.5 and 0.55, at or under their 16-bit rates before item 199's issuers (0.5, 0.62),
 // and not measured again with them (TF32 p @ v ran 1.07-1.14x on 64 x 128).
-constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0, 0.5, 0.55};
+constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0, 0.5, 0.55, 0.25};
 }  // namespace
 
 int core_bk(const GemmProblem& p) { return p.dtype == torch::headeronly::ScalarType::Float ? 32 : 64; }

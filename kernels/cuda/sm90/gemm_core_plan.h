@@ -21,18 +21,18 @@ namespace tiledmm {
 // 128-row tile. Their rate is half 128 x 256's or less (bench/NOTES.md items 194-196), so outputs
 // too small to fill the GPU (768 x 768 over a long K) still run 128 x 128 in stream-K.
 constexpr int kCoreTileBase = 4;
-constexpr int kCoreTiles = 10;
-constexpr int kCoreBM[kCoreTiles] = {128, 128, 128, 128, 128, 128, 128, 128, 64, 64};
-constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128, 96, 128};
-constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1, 1, 1};
-constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true, false, false};
+constexpr int kCoreTiles = 11;
+constexpr int kCoreBM[kCoreTiles] = {128, 128, 128, 128, 128, 128, 128, 128, 64, 64, 64};
+constexpr int kCoreBN[kCoreTiles] = {256, 128, 64, 256, 128, 192, 160, 128, 96, 128, 32};
+constexpr int kCoreCluster[kCoreTiles] = {1, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1};
+constexpr bool kCorePingPong[kCoreTiles] = {false, false, false, false, false, false, false, true, false, false, false};
 // Producer threads that issue a block's copies, each refilling its own stages. One thread's waits,
 // arrivals and copies take ~250-430 ns a stage (scripts/tma_rate.cu, bench/NOTES.md item 199):
 // longer than the math of a 128 x 64 or 64 x 128 K tile and than a clustered 128 x 128's stage
 // (multicast, released cluster-wide), which ran 3-25% faster with four (two: six stages). The wider
 // tiles, whose math hides one thread, and 64 x 96 (its 132 tiles of 768 x 4096 x 1024: 5% slower)
 // ran 1-6% slower with more.
-constexpr int kCoreIssuers[kCoreTiles] = {1, 1, 4, 1, 2, 1, 1, 1, 1, 4};
+constexpr int kCoreIssuers[kCoreTiles] = {1, 1, 4, 1, 2, 1, 1, 1, 1, 4, 4};
 // TF32 from this K takes the core; shorter K stays on the wgmma family's persistent short-K tile. On
 // an H200 (bench/NOTES.md item 183) TF32 x @ W^T ran 0.94-1.09x torch on the core at K = 128-256
 // against the short-K tile's 0.73-0.91x (1.07x against 1.11x at K = 96), 16-bit 1.02-1.08x against

@@ -90,15 +90,15 @@ struct OutputPass {
 // and the start of the next cost no tensor time (the others' warpgroups compute 64 rows each of
 // every tile and pay those together, ~1-3 us a tile, bench/NOTES.md item 180).
 // BM 64: one math warpgroup, computing the whole tile (outputs of few tiles: gemm_core_plan.h).
-// A's box, in lines: a K-major A of fewer rows than a tile (x @ W^T while decoding) is copied m rows
-// to a box, rounded up to whole swizzle atoms of 8, not bm: the TMA writes the zeros of a box's rows
-// past the matrix about as slowly as copied ones: 1 x 4096 x 128256 on 64 x 128 tiles read B at 3.5
-// TB/s with boxes of 64 rows, 3.9 at 32 rows, 4.2 with boxes of 8 (H200, L2 evicted, bench/NOTES.md
-// item 201).
-// The stage's other rows keep whatever they held: their outputs are past the matrix, never stored
-// (C's map clips them, and the threads' stores check the rows).
-__host__ __device__ constexpr int core_a_box_lines(int64_t m, int bm, bool a_k_major) {
-  return a_k_major && m < bm ? static_cast<int>((m + 7) / 8 * 8) : bm;
+// An operand's box, in lines: a K-major operand of fewer lines than the tile's (A's rows, or B's
+// columns where no cluster shares its tile) is copied `extent` lines to a box, rounded up to whole
+// swizzle atoms of 8, not the tile's: the TMA writes the zeros of a box's lines past the matrix
+// about as slowly as copied ones: 1 x 4096 x 128256 on 64 x 128 tiles read B at 3.5 TB/s with A's
+// boxes of 64 rows, 3.9 at 32 rows, 4.2 with boxes of 8 (H200, L2 evicted, bench/NOTES.md item 201).
+// The stage's other lines keep whatever they held: their outputs are past the matrix, never stored
+// (C's map clips them, and the threads' stores check the rows and columns).
+__host__ __device__ constexpr int core_box_lines(int64_t extent, int tile_lines, bool shrinks) {
+  return shrinks && extent < tile_lines ? static_cast<int>((extent + 7) / 8 * 8) : tile_lines;
 }
 
 template <int BM_, int BN_, int kCluster_ = 1, int kElemBytes = 2, bool kPingPong_ = false, int kIssuers_ = 1>
@@ -114,10 +114,13 @@ struct CoreTile {
   // B's stage holds BN lines K-major, or whole 128-byte column blocks of BN MN-major (BulkTileLoader).
   static constexpr int kAStageElems = BM * BK, kBStageElems = (BN + BK - 1) / BK * BK * BK;
   static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
+  // One SM streams an operand from the HBM at about its stages in flight (0.21-0.23 us a K tile of 9 or
+  // 17 KiB: bench/NOTES.md item 201): a narrow tile's small stages go 16 deep, the others 8.
+  static constexpr int kMaxStages = kStageBytes <= 16 * 1024 ? 16 : 8;
   // Each math warpgroup stages its rows' outputs for the bulk copies in a buffer of its own (OutputPass).
   using Pass = OutputPass<BN, kElemBytes>;
   static constexpr int kOutputBytes = kMathGroups * Pass::kBufferBytes;
-  static constexpr int kStages = (192 * 1024 / kStageBytes) < 8 ? 192 * 1024 / kStageBytes : 8;
+  static constexpr int kStages = (192 * 1024 / kStageBytes) < kMaxStages ? 192 * 1024 / kStageBytes : kMaxStages;
   // The stages, the output buffers, a full and an empty mbarrier a stage, and 1024 bytes to align
   // the stages and buffers (the swizzles are functions of the address).
   static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + 16 * kStages + 1024;
@@ -129,7 +132,7 @@ struct CoreTile {
   static constexpr int kMathRegisters = 216, kProducerRegisters = 72;
   static_assert(BM == 64 || BM == 128, "one or two m64 row blocks");
   static_assert(!kPingPong || BM == 128, "ping-pong: two math warpgroups");
-  static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
+  static_assert(BN == 32 || BN == 64 || BN == 96 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "wgmma widths");
   static_assert(kGroupBlocks * BN <= 256, "a math warpgroup's accumulators: at most 128 a thread");
   static_assert(kStages >= 3, "a stage being filled, one computed, one in flight");
   // Stage s has one issuer (s % kIssuers), which refills it in order and so never waits on its
@@ -421,8 +424,8 @@ __device__ __forceinline__ void store_core_rows(const float (&acc)[BN / 2], Out*
 
 // T: a 16-bit type, or float (TF32 products, B K-major). kAKMajor: A's tiles K-major (A row-major);
 // kBKMajor: B's tiles K-major (B column-major, x @ W^T). maps: both operands' tensor maps
-// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, A's of fewer rows
-// where m is (core_a_box_lines), 128-byte column blocks by BK lines MN-major; TFLOAT32 for float);
+// (make_operand_map, 128-byte swizzle; boxes of BK x BM and BK x BN K-major, A's and B's of fewer
+// lines where m or n is (core_box_lines), 128-byte column blocks by BK lines MN-major; TFLOAT32 for float);
 // output_map: C's (make_output_map, boxes
 // of one 128-byte chunk by 64 rows, or by OutputPass::kLines lines kTransposedOut), where C's
 // layout allows one; ws: stream-K's workspace. kTransposedOut: the product computed is C^T, and
@@ -501,8 +504,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for_each_item([&](const CoreItem<T>& item) {
           const WorkItem<T>& w = item.w;
           a_loader.start(&maps.a.map, w.m0, w.k_begin, args.batch_stride_a == 0 ? 0 : w.z, 0);
-          a_loader.bytes = core_a_box_lines(args.m, BM, kAKMajor) * BK * static_cast<int>(sizeof(T));
+          a_loader.bytes = core_box_lines(args.m, BM, kAKMajor) * BK * static_cast<int>(sizeof(T));
           b_loader.start(&maps.b.map, w.n0, w.k_begin, args.batch_stride_b == 0 ? 0 : w.z, 0, rank);
+          b_loader.bytes = core_box_lines(args.n, BN, kBKMajor && kCluster == 1) * BK * static_cast<int>(sizeof(T));
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             if (kOne || stage % Tile::kIssuers == issuer) {
               sync::mbarrier_wait(empty + stage, phase ^ 1);

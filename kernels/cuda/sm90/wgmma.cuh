@@ -94,8 +94,12 @@ __device__ __forceinline__ void fence_operands(uint32_t (&a)[R]) {
 template <int N, bool kBf16, int kTransA, int kTransB>
 __device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
-  if constexpr (N == 64) {
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wgmma widths instantiated here");
+  if constexpr (N == 32) {
+    if constexpr (kBf16) TILEDMM_WGMMA_ASM(32, "bf16");
+    else TILEDMM_WGMMA_ASM(32, "f16");
+  } else if constexpr (N == 64) {
     if constexpr (kBf16) TILEDMM_WGMMA_ASM(64, "bf16");
     else TILEDMM_WGMMA_ASM(64, "f16");
   } else if constexpr (N == 96) {
@@ -122,8 +126,10 @@ __device__ __forceinline__ void mma_m64k16(float (&d)[N / 2], uint64_t a, uint64
 template <int N>
 __device__ __forceinline__ void mma_tf32_m64k8(float (&d)[N / 2], uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
-  if constexpr (N == 64) TILEDMM_WGMMA_TF32_ASM(64);
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wgmma widths instantiated here");
+  if constexpr (N == 32) TILEDMM_WGMMA_TF32_ASM(32);
+  else if constexpr (N == 64) TILEDMM_WGMMA_TF32_ASM(64);
   else if constexpr (N == 96) TILEDMM_WGMMA_TF32_ASM(96);
   else if constexpr (N == 128) TILEDMM_WGMMA_TF32_ASM(128);
   else if constexpr (N == 160) TILEDMM_WGMMA_TF32_ASM(160);
@@ -139,8 +145,10 @@ template <int N>
 __device__ __forceinline__ void mma_tf32_m64k8_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
                                                   int accumulate = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma widths instantiated here");
-  if constexpr (N == 64) TILEDMM_WGMMA_TF32_RS_ASM(64);
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wgmma widths instantiated here");
+  if constexpr (N == 32) TILEDMM_WGMMA_TF32_RS_ASM(32);
+  else if constexpr (N == 64) TILEDMM_WGMMA_TF32_RS_ASM(64);
   else if constexpr (N == 96) TILEDMM_WGMMA_TF32_RS_ASM(96);
   else if constexpr (N == 128) TILEDMM_WGMMA_TF32_RS_ASM(128);
   else if constexpr (N == 160) TILEDMM_WGMMA_TF32_RS_ASM(160);

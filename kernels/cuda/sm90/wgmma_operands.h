@@ -5,6 +5,14 @@
 // _RS_K_MAJOR_B: the same for 16-bit types, whose B transpose immediate is 0 (K-major B).
 #pragma once
 
+#define TILEDMM_WGMMA_N32_ACC "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define TILEDMM_WGMMA_N32_ACC_OPERANDS "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define TILEDMM_WGMMA_N32_REST "%16, %17, p, 1, 1, %19, %20;"
+#define TILEDMM_WGMMA_N32_REST_NO_TRANSPOSE "%16, %17, p, 1, 1;"
+#define TILEDMM_WGMMA_N32_SCALE_D "%18"
+#define TILEDMM_WGMMA_N32_REST_RS "{%16, %17, %18, %19}, %20, p, 1, 1;"
+#define TILEDMM_WGMMA_N32_SCALE_D_RS "%21"
+#define TILEDMM_WGMMA_N32_REST_RS_K_MAJOR_B "{%16, %17, %18, %19}, %20, p, 1, 1, 0;"
 #define TILEDMM_WGMMA_N64_ACC "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define TILEDMM_WGMMA_N64_ACC_OPERANDS "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define TILEDMM_WGMMA_N64_REST "%32, %33, p, 1, 1, %35, %36;"
