@@ -33,6 +33,9 @@ namespace {
 // With four producer threads (kCoreIssuers, item 199) 64 x 128 ran 8-25% faster: 0.73 by the least
 // regret over 71 shapes (scripts/core_sweep.py, each tile forced; 66 of random sizes and layouts).
 // 128 x 64 and the clustered 128 x 128 gained 3-19% there too; their rates did not change a plan.
+// 64 x 32 (item 202: H200, 152 shapes of 1-4096 rows, 16-bit and TF32, every tile forced, L2 evicted
+// up to 64 rows): 0.25 by the least regret (0.2-0.35 within 0.5% of it), about its K tile's time
+// on one SM, 170 ns, where 64 x 128's takes 205: its wgmmas are small, its stages what bounds it.
 constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.73, 0.25};
 // The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's
@@ -41,7 +44,8 @@ constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88,
 // 1.02-1.20x torch on its 258 tiles against 0.77-0.99x). The ping-pong tile is not built for it
 // (a transposed product: plan_core leaves it out). The 64-row tiles' were not measured through
 // registers: 0.5 and 0.55, at or under their 16-bit rates before item 199's issuers (0.5, 0.62),
-// and not measured again with them (TF32 p @ v ran 1.07-1.14x on 64 x 128).
+// and not measured again with them (TF32 p @ v ran 1.07-1.14x on 64 x 128). 64 x 32's 0.25 fitted
+// 6 such shapes of 8 and 128 rows as well as its own rate (item 202).
 constexpr double kCoreRegisterATileRate[kCoreTiles] = {1.0, 0.74, 0.5, 0.99, 0.74, 0.99, 0.86, 0.0, 0.5, 0.55, 0.25};
 }  // namespace
 

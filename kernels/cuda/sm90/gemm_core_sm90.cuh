@@ -79,8 +79,9 @@ struct OutputPass {
 };
 
 // BM x BN outputs per block and work item, K in tiles of one 128-byte row (64 16-bit elements, 32
-// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds, 8 at most (4 of
-// 128 x 256 or 128 x 192 or 128 x 160, 6 of 128 x 128, 8 of 128 x 64 and of the 64-row tiles).
+// float32 ones: kElemBytes), as many stages as 192 KiB of shared memory holds, 8 at most, or 16
+// where a stage is 16 KiB or less (4 of 128 x 256 or 128 x 192 or 128 x 160, 6 of 128 x 128, 8 of
+// 128 x 64, 64 x 96 and 64 x 128, 12 of 64 x 32 in 16 bits and 16 in TF32).
 // kCluster > 1: clusters of that many blocks take kCluster row tiles above one another as one work
 // item, each block copying its part of their common B tile into every block's stage (multicast), so
 // that B's tiles cross the L2 once per cluster rather than once per block.
@@ -499,14 +500,17 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       if (kOne ? tid == Tile::kMathThreads : lane == 0 && issuer < Tile::kIssuers) {
         ALoader a_loader;
         BLoader b_loader;
+        // A K-major operand of fewer lines than the tile arrives in a box of its own (core_box_lines);
+        // an MN-major one in whole column blocks, the loaders' default.
+        if constexpr (kAKMajor) a_loader.bytes = core_box_lines(args.m, BM, true) * BK * static_cast<int>(sizeof(T));
+        if constexpr (kBKMajor && kCluster == 1)
+          b_loader.bytes = core_box_lines(args.n, BN, true) * BK * static_cast<int>(sizeof(T));
         int stage = 0;
         uint32_t phase = 0;
         for_each_item([&](const CoreItem<T>& item) {
           const WorkItem<T>& w = item.w;
           a_loader.start(&maps.a.map, w.m0, w.k_begin, args.batch_stride_a == 0 ? 0 : w.z, 0);
-          a_loader.bytes = core_box_lines(args.m, BM, kAKMajor) * BK * static_cast<int>(sizeof(T));
           b_loader.start(&maps.b.map, w.n0, w.k_begin, args.batch_stride_b == 0 ? 0 : w.z, 0, rank);
-          b_loader.bytes = core_box_lines(args.n, BN, kBKMajor && kCluster == 1) * BK * static_cast<int>(sizeof(T));
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             if (kOne || stage % Tile::kIssuers == issuer) {
               sync::mbarrier_wait(empty + stage, phase ^ 1);
