@@ -1,7 +1,7 @@
 """Times the Hopper GEMM core's tiles against torch.matmul on one GPU, to fit the rule's tile rates
 (gemm_core_plan.cpp): for each shape, torch, the dispatcher's choice, each core tile forced (4-6:
 128 x 256, 128 x 128, 128 x 64; 7-8: 128 x 256, 128 x 128 in clusters of two; 9: 128 x 192; 10: 128 x 160; 11:
-128 x 128 ping-pong; 12-13: 64 x 96, 64 x 128; the K split still the rule's) and the wgmma family's large tile
+128 x 128 ping-pong; 12-14: 64 x 96, 64 x 128, 64 x 32; the K split still the rule's) and the wgmma family's large tile
 (0, "old"), in bfloat16, float16 or TF32 (--dtype; TF32 on the core takes x @ W^T only: the nt shapes). Timed as
 the benchmark times (tiledmm/bench/timing.py: every configuration of a shape in turn, queued behind a GPU sleep,
 CUDA events, the median of --reps after warm-up), with the L2 warm or, with --cold-l2, evicted before each run:
@@ -55,7 +55,7 @@ def main():
     ops = torch.ops.tiledmm
     print(f"{torch.cuda.get_device_name()}: ratios torch ms / tiledmm ms ({args.dtype}, "
           f"L2 {'evicted' if args.cold_l2 else 'warm'})")
-    tiles = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0)
+    tiles = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0)
     print(f"{'m':>6} {'k':>6} {'n':>6} lay {'torch':>7} {'TF/s':>5} {'auto':>6} "
           + " ".join(f"{'t' + str(t) if t else 'old':>6}" for t in tiles) + "  chosen")
     for m, k, n, layout in shapes:

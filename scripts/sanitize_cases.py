@@ -58,9 +58,9 @@ def cases(only=None):
     # (recomputed exactly).
     scaled_split = itertools.product([False], [None], [1], [(torch.float32, 3, 1e-5)], [False, True], [False, True],
                                      [(1, 2049, 64, 2051), (1, 2048, 40, 2176)])
-    # The Hopper GEMM core (tiles 4-13, 16-bit operands with 16-byte aligned lines in every layout, TF32
+    # The Hopper GEMM core (tiles 4-14, 16-bit operands with 16-byte aligned lines in every layout, TF32
     # with A row-major: B column-major, or row-major computed transposed with A through registers on
-    # every tile but 11, the ping-pong tile; 7 and 8 in clusters of two; 12 and 13 of 64 rows): ragged
+    # every tile but 11, the ping-pong tile; 7 and 8 in clusters of two; 12, 13 and 14 of 64 rows): ragged
     # edges on every side, K over several stages and in slices, a batch and a persistent walk of more
     # work items than SMs (140 matrices); an output taller than wide, which 16-bit MN-major operands
     # run transposed (C^T = B^T A^T) in whole tiles.
