@@ -35,7 +35,8 @@ namespace {
 // 128 x 64 and the clustered 128 x 128 gained 3-19% there too; their rates did not change a plan.
 // 64 x 32 (item 202: H200, 152 shapes of 1-4096 rows, 16-bit and TF32, every tile forced, L2 evicted
 // up to 64 rows): 0.25 by the least regret (0.2-0.35 within 0.5% of it), about its K tile's time
-// on one SM, 170 ns, where 64 x 128's takes 205: its wgmmas are small, its stages what bounds it.
+// on one SM, 170 ns, where 64 x 128's takes 205: its wgmmas are small, and the math warps' loop
+// around them is what bounds it (ncu, item 202).
 constexpr double kCoreTileRate[kCoreTiles] = {1.0, 0.92, 0.63, 1.01, 0.85, 0.88, 0.83, 0.95, 0.5, 0.73, 0.25};
 // The same for TF32 with A through registers (dy @ W computed transposed; H200, 11 shapes forced on
 // each tile, bench/NOTES.md item 185): the math warps' fragment loads share shared memory's

@@ -21,7 +21,7 @@ namespace tiledmm {
 // 128-row tile. Their rate is half 128 x 256's or less (bench/NOTES.md items 194-196), so outputs
 // too small to fill the GPU (768 x 768 over a long K) still run 128 x 128 in stream-K. 64 x 32 is
 // for outputs of few tiles over a long K (x @ W^T in decoding, 1-32 rows): four times 64 x 128's
-// blocks stream the operands, each at about the rate of its stages in flight (bench/NOTES.md item 202).
+// blocks stream the operands, each no slower a K tile than 64 x 128's (bench/NOTES.md item 202).
 constexpr int kCoreTileBase = 4;
 constexpr int kCoreTiles = 11;
 constexpr int kCoreBM[kCoreTiles] = {128, 128, 128, 128, 128, 128, 128, 128, 64, 64, 64};

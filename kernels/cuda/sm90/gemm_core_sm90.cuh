@@ -115,8 +115,9 @@ struct CoreTile {
   // B's stage holds BN lines K-major, or whole 128-byte column blocks of BN MN-major (BulkTileLoader).
   static constexpr int kAStageElems = BM * BK, kBStageElems = (BN + BK - 1) / BK * BK * BK;
   static constexpr int kStageBytes = (kAStageElems + kBStageElems) * kElemBytes;
-  // One SM streams an operand from the HBM at about its stages in flight (0.21-0.23 us a K tile of 9 or
-  // 17 KiB: bench/NOTES.md item 201): a narrow tile's small stages go 16 deep, the others 8.
+  // One SM's K tiles from the HBM take 0.21-0.23 us whatever their bytes (9 or 17 KiB; bench/NOTES.md
+  // item 201), so a narrow tile's small stages go up to 16 deep, the others 8 (64 x 32: 189 ns a K
+  // tile with 12 stages of 16 bits, 173 with 16 of TF32, item 202).
   static constexpr int kMaxStages = kStageBytes <= 16 * 1024 ? 16 : 8;
   // Each math warpgroup stages its rows' outputs for the bulk copies in a buffer of its own (OutputPass).
   using Pass = OutputPass<BN, kElemBytes>;
