@@ -43,6 +43,10 @@ struct GemmArgs {
   const float* row_scale = nullptr;
   const float* col_scale = nullptr;
   int64_t row_scale_stride = 0, col_scale_stride = 0;
+  // Splits stored as two segments of reread_k elements, A' = [lo | hi] and B' = [hi ; lo]: the K
+  // tiles from 2 reread_k on read the big parts again, A's one segment back and B's two, so that the
+  // product runs lo hi + hi lo + hi hi (bulk tensor copies only; 0: K is read as stored).
+  int64_t reread_k = 0;
   // linear's bias, where the kernel adds it in its epilogue (the Hopper GEMM core, whose problems are
   // never transposed): output (z, i, j) gains bias[j * bias_stride].
   const T* bias = nullptr;

@@ -112,8 +112,12 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 // Programmatic dependent launch (sm_90): waits until the grids this one was launched behind have
-// completed and their writes are visible.
-__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// completed and their writes are visible (nothing to wait for on older GPUs, which launch in order).
+__device__ __forceinline__ void wait_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 // Waits until at most kPending of this thread's bulk groups are still reading shared memory (their
 // source may then be written again; the writes to global memory may still be under way).
 template <int kPending>

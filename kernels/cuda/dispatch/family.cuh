@@ -90,23 +90,31 @@ void opt_in_smem() {
 // Launches the kernel of a tile with kSmem bytes of dynamic shared memory, passing it args and the
 // kernel's further arguments, if any. kClusterRows > 1: clusters of that many blocks along the
 // grid's rows of tiles, rounded up to whole clusters (the caller checks that they fit the grid's
-// 65535).
-template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, typename Args, typename... More>
+// 65535). kBehindLastGrid: a programmatic dependent launch, for a kernel that waits for the
+// stream's last grid (ptx::wait_prior_grids) before it reads what that grid writes.
+template <auto kKernel, class Tile, int kSmem, int kClusterRows = 1, bool kBehindLastGrid = false, typename Args,
+          typename... More>
 void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const More&... more) {
   opt_in_smem<kKernel, kSmem>();
   const dim3 grid = launch_grid<Tile>(args, num_sms);
-  if constexpr (kClusterRows > 1) {
+  if constexpr (kClusterRows > 1 || kBehindLastGrid) {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(grid.x, (grid.y + kClusterRows - 1) / kClusterRows * kClusterRows, grid.z);
     config.blockDim = dim3(Tile::kThreads);
     config.dynamicSmemBytes = kSmem;
     config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = kClusterRows;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
+    cudaLaunchAttribute attributes[1] = {};
+    if constexpr (kClusterRows > 1) {
+      attributes[0].id = cudaLaunchAttributeClusterDimension;
+      attributes[0].val.clusterDim.x = 1;
+      attributes[0].val.clusterDim.y = kClusterRows;
+      attributes[0].val.clusterDim.z = 1;
+    } else {
+      attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attributes[0].val.programmaticStreamSerializationAllowed = 1;
+    }
+    static_assert(kClusterRows == 1 || !kBehindLastGrid, "one launch attribute");
+    config.attrs = attributes;
     config.numAttrs = 1;
     STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args, more...));
   } else {

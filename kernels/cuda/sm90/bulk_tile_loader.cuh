@@ -27,7 +27,9 @@ namespace tiledmm {
 //   kParts > 1: the tile is shared by a cluster of kParts blocks; each issues part `part` of it (a
 // K-major tile's lines, BX / kParts to a box; an MN-major tile's column blocks) into the same stage
 // of every block of the cluster (multicast), and each counts the whole tile's bytes.
-template <typename T, int BX, int BK, bool kAlongK, int kParts = 1>
+//   kRereads: tiles from k = wrap_at on come from wrap_back elements of K earlier (the scaled
+// splits' second read of their big parts, GemmArgs::reread_k).
+template <typename T, int BX, int BK, bool kAlongK, int kParts = 1, bool kRereads = false>
 struct BulkTileLoader {
   static constexpr int kBlock = 128 / static_cast<int>(sizeof(T));  // a 128-byte column block's elements
   static constexpr int kWidth = kAlongK ? BX : (BX + kBlock - 1) / kBlock * kBlock;  // the lines or columns copied
@@ -47,6 +49,7 @@ struct BulkTileLoader {
   // What a tile's copies land: a K-major tile whose map has boxes of fewer than BX lines lands their
   // bytes (kParts 1 only: a shared tile's blocks each count the whole tile).
   uint32_t bytes = Tile::kElems * sizeof(T);
+  int64_t wrap_at = 0, wrap_back = 0;  // kRereads (set by rereads())
 
   // matrix: the operand's matrix in the map (0 where the batch broadcasts it); part: this block's
   // rank in the cluster that shares the tile.
@@ -59,20 +62,26 @@ struct BulkTileLoader {
     issuer = tid == 0;
     part = part_;
   }
+  // With kRereads: tiles from k = at on are copied from `back` elements of K earlier.
+  __device__ __forceinline__ void rereads(int64_t at, int64_t back) {
+    wrap_at = at;
+    wrap_back = back;
+  }
   // The next tile into `stage` (1024-byte aligned), landing on `full`.
   __device__ __forceinline__ void fetch(T* stage, uint64_t* full) {
     if (issuer) {
       sync::mbarrier_expect_tx(full, bytes);
+      const int kc = static_cast<int>(kRereads && k >= wrap_at ? k - wrap_back : k);
       auto load = [&](T* to, int x, int y) {
         if constexpr (kParts == 1) ptx::bulk_tensor_load(map, to, full, x, y, matrix);
         else ptx::bulk_tensor_load_multicast(map, to, full, x, y, matrix, (1u << kParts) - 1);
       };
       if constexpr (kAlongK) {
-        load(stage + part * kBoxLines * BK, static_cast<int>(k), x0 + part * kBoxLines);
+        load(stage + part * kBoxLines * BK, kc, x0 + part * kBoxLines);
       } else {
 #pragma unroll
         for (int b = part * kBoxes / kParts; b < (part + 1) * kBoxes / kParts; ++b)
-          load(stage + b * Tile::kLines * Tile::kBlockElems, x0 + b * Tile::kBlockElems, static_cast<int>(k));
+          load(stage + b * Tile::kLines * Tile::kBlockElems, x0 + b * Tile::kBlockElems, kc);
       }
     }
     k += BK;

@@ -19,36 +19,43 @@ using SplitTile = std::tuple_element_t<kShortK, SplitFamily::Tiles>;
 constexpr int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // How an operand's lines are split: kSplitLanes threads a line where its elements lie along memory,
-// written K-major (each line's 3 kp values together); else a thread a line, written MN-major
+// written K-major (each line's segments together); else a thread a line, written MN-major
 // (element k of every line together, lines padded to 8: 16-byte rows for the tensor maps). Either
 // way the split's loads and stores are a group's neighbouring elements, and the product reads
 // either layout.
 struct SplitLayout {
   bool k_major;
-  int64_t lines, kp, ld, bytes;  // ld: the kernel's leading dimension of the split operand
-  SplitLayout(const MatrixOperand& x, bool rows_of_a, int64_t lines_, int64_t kp_, int64_t batches)
+  int64_t lines, kp, segments, ld, bytes;  // ld: the kernel's leading dimension of the split operand
+  SplitLayout(const MatrixOperand& x, bool rows_of_a, int64_t lines_, int64_t kp_, int64_t segments_, int64_t batches)
       : k_major(rows_of_a == x.row_major),
         lines(lines_),
         kp(kp_),
-        ld(k_major ? 3 * kp : round_up(lines, 8)),
-        bytes(batches * 3 * kp * round_up(lines, 8) * 2) {}
-  int64_t batch_stride() const { return k_major ? lines * ld : 3 * kp * ld; }
+        segments(segments_),
+        ld(k_major ? segments * kp : round_up(lines, 8)),
+        bytes(batches * segments * kp * round_up(lines, 8) * 2) {}
+  int64_t batch_stride() const { return k_major ? lines * ld : segments * kp * ld; }
 };
+
+// The product's K, 3 kp, runs A' = [lo | hi | hi] by B' = [hi ; lo ; hi]. Where kp is a whole
+// number of K tiles, each operand stores two segments and the product reads the big parts' again
+// for its third K tile (GemmArgs::reread_k): the split writes a third less.
+int64_t stored_segments(int64_t kp) { return kp % SplitTile::BK == 0 ? 2 : 3; }
 
 // The workspace's parts, each 256-byte aligned: both operands' split lines, their scales (padded
 // to whole tiles, as OutputScales reads them), the two counts and lists of lines left out.
 struct SplitWorkspace {
-  int64_t kp, batches_a, batches_b, rows_padded, cols_padded;
+  int64_t kp, segments, batches_a, batches_b, rows_padded, cols_padded;
   SplitLayout a_layout, b_layout;
   int64_t a_split, b_split, scales, counts, listed_rows, listed_cols, bytes;
   explicit SplitWorkspace(const GemmProblem& p)
       : kp(round_up(p.k, 8)),
+        segments(stored_segments(kp)),
         batches_a(p.a.batch_stride == 0 ? 1 : p.batch),
         batches_b(p.b.batch_stride == 0 ? 1 : p.batch),
         rows_padded(round_up(p.m, SplitTile::BM)),
         cols_padded(round_up(p.n, SplitTile::BN)),
-        a_layout(p.a, true, p.m, kp, batches_a),
-        b_layout(p.b, false, p.n, kp, batches_b) {
+        a_layout(p.a, true, p.m, kp, segments, batches_a),
+        b_layout(p.b, false, p.n, kp, segments, batches_b) {
     int64_t at = 0;
     auto take = [&](int64_t size) {
       const int64_t offset = at;
@@ -68,7 +75,7 @@ struct SplitWorkspace {
   int64_t zeroed_end() const { return listed_rows; }
 };
 
-// A's rows or B's columns, split into lines of 3 kp in the operand's own orientation (layout).
+// A's rows or B's columns, split into lines of their segments in the operand's own orientation (layout).
 SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, const GemmProblem& p, const SplitWorkspace& w,
                           unsigned char* base) {
   const SplitLayout& layout = rows_of_a ? w.a_layout : w.b_layout;
@@ -84,6 +91,7 @@ SplitLines split_lines_of(const MatrixOperand& x, bool rows_of_a, const GemmProb
                     layout.lines,
                     p.k,
                     w.kp,
+                    static_cast<int>(w.segments),
                     rows_of_a ? 0 : 1,
                     reinterpret_cast<__half*>(base + (rows_of_a ? w.a_split : w.b_split)),
                     layout.batch_stride(),
@@ -130,6 +138,7 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
                                w.batches_a == 1 ? 0 : w.a_layout.batch_stride(),
                                w.batches_b == 1 ? 0 : w.b_layout.batch_stride(), p.batch, p.m, p.n, k3, 1,
                                round_up(k3, SplitTile::BK)};
+  args.reread_k = w.segments == 2 ? w.kp : 0;
   args.row_scale = a_lines.scales;
   args.col_scale = b_lines.scales;
   args.row_scale_stride = w.batches_a == 1 ? 0 : w.rows_padded;
@@ -158,11 +167,21 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
                          reinterpret_cast<const int*>(base + w.counts),
                          {reinterpret_cast<const int64_t*>(base + w.listed_rows),
                           reinterpret_cast<const int64_t*>(base + w.listed_cols)}};
+  // Launched behind the product (programmatic dependent launch): its blocks start as the product's
+  // finish, and wait for the product (whose outputs of those lines they overwrite) before any access.
   with_bool(p.a.row_major, [&](auto a_row) {
     with_bool(p.b.row_major, [&](auto b_row) {
-      const dim3 grid(static_cast<unsigned>(8 * device.num_sms), 2);  // y: rows, columns
-      exact_lines_kernel<kMaxScaledSplitK, decltype(a_row)::value, decltype(b_row)::value><<<grid, 128, 0, stream>>>(exact);
-      STD_CUDA_KERNEL_LAUNCH_CHECK();
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(static_cast<unsigned>(8 * device.num_sms), 2);  // y: rows, columns
+      config.blockDim = dim3(128);
+      config.stream = stream;
+      cudaLaunchAttribute behind{};
+      behind.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      behind.val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = &behind;
+      config.numAttrs = 1;
+      STD_CUDA_CHECK(cudaLaunchKernelEx(
+          &config, exact_lines_kernel<kMaxScaledSplitK, decltype(a_row)::value, decltype(b_row)::value>, exact));
     });
   });
 }
@@ -177,7 +196,9 @@ std::string describe_family<ScaledSplitPath>(const GemmProblem& p, const DeviceL
     << kSplitTop << ", 2^" << kSplitTop + 1
     << ")) and split into a float16 big part and a float16 remainder; A' = [remainder | big | big], B' = [big ; "
        "remainder ; big], each K = "
-    << p.k << " padded to " << w.kp << "; A' "
+    << p.k << " padded to " << w.kp
+    << (w.segments == 2 ? " (each stores its big part once: the product's third K tile reads it again)" : "")
+    << "; A' "
     << (w.a_layout.k_major ? "K-major (" + along + " a row)" : std::string("MN-major (a thread a row)")) << ", B' "
     << (w.b_layout.k_major ? "K-major (" + along + " a column)" : std::string("MN-major (a thread a column)")) << "\n"
     << "tile " << kShortK << ": ";

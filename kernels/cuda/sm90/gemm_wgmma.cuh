@@ -77,6 +77,9 @@ struct WgmmaTile {
   // registers with one producer warpgroup (TF32 A^T x B: 156 bytes at 96) and fit the 72 left
   // with two, each copying half as many chunks.
   static constexpr int kMathRegisters = 184;
+  // A block of one math and one producer warpgroup keeps what it is compiled with (up to 255 a
+  // thread): nothing to move.
+  static constexpr bool kReallocates = kSpecialized && kThreads > 256;
   static constexpr int producer_registers(int math) {
     return kSpecialized ? (65536 / kThreads / 8 * 8 * kThreads - kMathThreads * math) / kLoadThreads / 8 * 8 : 0;
   }
@@ -301,10 +304,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     static_assert(!kBulk || (Tile::kSpecialized && kMode == LoadMode::kVector &&
                              (Input::kRoundingBulkB ? !kBRowMajor : !Input::kARegisters)),
                   "bulk tiles: TF32's K-major B, or both 16-bit operands, aligned, in the warp-specialized pipeline");
-    using ALoader = std::conditional_t<kBulkA, BulkTileLoader<T, BM, BK, kARowMajor>,
+    // The scaled splits' bulk tiles may read a segment of K twice (GemmArgs::reread_k).
+    constexpr bool kRereads = Input::kScaledOutput;
+    static_assert(!Input::kScaledOutput || Tile::kSpecialized, "the scaled splits' product: warp-specialized");
+    using ALoader = std::conditional_t<kBulkA, BulkTileLoader<T, BM, BK, kARowMajor, 1, kRereads>,
                                        typename Input::template ALoader<BM, BK, Tile::kLoadThreads, kARowMajor, kMode>>;
     using BLoader =
-        std::conditional_t<kBulkB, BulkTileLoader<T, BN, BK, !kBRowMajor>,
+        std::conditional_t<kBulkB, BulkTileLoader<T, BN, BK, !kBRowMajor, 1, kRereads>,
                            typename Input::template BLoader<BN, BK, Tile::kLoadThreads, !kBRowMajor, kMode, kStages>>;
     using Classes = ClassLoaderOf<Input, Tile, kARowMajor>;
     static_assert(!kClassBoxes || (Classes::kFits && Tile::kSpecialized && !Tile::kPersistent && !kBRowMajor &&
@@ -340,7 +346,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     constexpr int kMathRegisters = kClassBoxes ? 232
                                    : kPromote && kMode == LoadMode::kVector && Tile::kProducers == 1 ? 200
                                                                                                       : Tile::kMathRegisters;
-    static_assert(!Tile::kSpecialized || Tile::producer_registers(kMathRegisters) >= 24, "setmaxnreg's range");
+    static_assert(!Tile::kReallocates || Tile::producer_registers(kMathRegisters) >= 24, "setmaxnreg's range");
     // Persistent tiles: as many output buffers as the buffer holds tiles of Out, taken in turn,
     // so that a tile is staged while the last one's bulk copies still read theirs (kGroupOutput:
     // each of them in one part per math warpgroup).
@@ -546,6 +552,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
       }
       if constexpr (kClassCluster) ptx::cluster_sync();  // the other block's mbarriers too, before its copies
       else __syncthreads();
+      // The scaled splits' product is launched behind the split (programmatic dependent launch,
+      // ScaledSplitPath): the set-up above ran beside the split's end; its lines are read only now.
+      if constexpr (Input::kScaledOutput) ptx::wait_prior_grids();
       int64_t ring = 0;
       if (group >= Tile::kWarpGroups) {
         // The producer: copies of tile i (counted through the ring), then the finishing work
@@ -562,7 +571,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         // item's tiles by its end. Where both operands come by bulk copies (kBulkA), which count
         // their own bytes on the stage's full mbarrier, a tile is published as soon as its copies
         // are issued (kLag 0), so that every stage is in flight.
-        sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
+        if constexpr (Tile::kReallocates) sync::set_registers<Tile::producer_registers(kMathRegisters), false>();
         constexpr int kLag = kBulkA ? 0 : kStages - 2;
         constexpr bool kAcrossItems =
             !kEpilogueOverStages && !ALoader::kFinishNeedsItem && !BLoader::kFinishNeedsItem;
@@ -602,14 +611,18 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             classes.start(&maps, w.m0, w.n0, w.k_begin, map_matrix(args.batch_stride_a, args, w),
                           map_matrix(args.batch_stride_b, args, w), load_tid);
           } else {
-            if constexpr (kBulkA)
+            if constexpr (kBulkA) {
               a_loader.start(&maps.a.map, w.m0, w.k_begin, map_matrix(args.batch_stride_a, args, w), load_tid);
-            else
+              if constexpr (kRereads) a_loader.rereads(args.reread_k > 0 ? 2 * args.reread_k : INT64_MAX, args.reread_k);
+            } else {
               a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
-            if constexpr (kBulkB)
+            }
+            if constexpr (kBulkB) {
               b_loader.start(&maps.b.map, w.n0, w.k_begin, map_matrix(args.batch_stride_b, args, w), load_tid);
-            else
+              if constexpr (kRereads) b_loader.rereads(args.reread_k > 0 ? 2 * args.reread_k : INT64_MAX, 2 * args.reread_k);
+            } else {
               b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
+            }
           }
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
@@ -644,7 +657,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         });
         if constexpr (kAcrossItems) publish_rest(ring > kLag ? ring - kLag : 0, ring);
       } else {
-        sync::set_registers<kMathRegisters, true>();
+        if constexpr (Tile::kReallocates) sync::set_registers<kMathRegisters, true>();
         for_each_work_item<BM, BN, BK, Tile::kPersistent, kClassCluster, kTransposedOut>(args, [&](const WorkItem<T>& item) {
           const WorkItem<T> w = with_tiles(item);
           float acc[BN / 2], sum[kSums];

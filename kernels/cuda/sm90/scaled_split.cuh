@@ -45,14 +45,16 @@ constexpr int kSplitLanes = 8, kSplitPair = 2;
 
 // Lines of a float32 operand (rows of A or columns of B): element k of line l of matrix z at
 // src[z * batch_stride + l * line_stride + k * k_stride]. Written as float16 values with K padded to
-// kp (zeros after K) in three segments, the remainder in segment lo_segment and the big part in the
-// other two: element k of segment g at dst[z * dst_batch_stride + l * dst_line_stride + (g kp + k)
-// * dst_k_stride], and one inverse scale per line (scales: `scale_lines` a matrix).
+// kp (zeros after K) in `segments` segments, the remainder in segment lo_segment and the big part in
+// the others: element k of segment g at dst[z * dst_batch_stride + l * dst_line_stride + (g kp + k)
+// * dst_k_stride], and one inverse scale per line (scales: `scale_lines` a matrix). Three segments
+// are A' and B' as the product reads them; two ([lo | hi] of A, [hi ; lo] of B) where the product
+// reads the big parts' segment a second time (GemmArgs::reread_k).
 struct SplitLines {
   const float* src;
   int64_t batch_stride, line_stride, k_stride;
   int64_t batches, lines, k, kp;
-  int lo_segment;
+  int segments, lo_segment;
   __half* dst;
   int64_t dst_batch_stride, dst_line_stride, dst_k_stride;
   float* scales;
@@ -130,6 +132,7 @@ __device__ __forceinline__ void split_lines(const SplitLines& s, int64_t block, 
 #pragma unroll
       for (int segment = 0; segment < 3; ++segment) {
         const bool is_lo = segment == s.lo_segment;
+        if (segment == 2 && s.segments == 2) continue;  // (a break here spilled: the loops stay unrolled)
         if constexpr (kPair == 2)  // K-major: kp is even, so the pair is 4-byte aligned
           *reinterpret_cast<__half2*>(out + segment * s.kp + k) =
               is_lo ? __halves2half2(lo[0], lo[1]) : __halves2half2(hi[0], hi[1]);
@@ -281,7 +284,8 @@ __device__ __forceinline__ void exact_lines(const ExactLines& e, float (&listed_
   }
 }
 
-// The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch. Three blocks an SM
+// The listed rows (blockIdx.y 0) and columns (1) of exact_lines, in one launch (behind the product:
+// programmatic dependent launch, ScaledSplitPath). Three blocks an SM
 // (at most 168 registers): 2% of attention's lines listed took 255 us against two blocks' 334 (194
 // registers) in one build, one line in 10^4 11 us against 12 (item 193).
 template <int kMaxK, bool kARowMajor, bool kBRowMajor>
@@ -290,6 +294,7 @@ __global__ void __launch_bounds__(128, 3) exact_lines_kernel(const ExactLines e)
   __shared__ __align__(16) float listed_lines[kGroup][kMaxK];
   __shared__ float own_lines[kThreads][kMaxK + 1];  // + 1: its rows in different banks
   __shared__ int64_t group_lines[2][kGroup], group_matrices[2][kGroup];
+  ptx::wait_prior_grids();  // launched behind the product, whose outputs of the listed lines it rewrites
   if (blockIdx.y == 0)
     exact_lines<kMaxK, kARowMajor, kBRowMajor, true>(e, listed_lines, own_lines, group_lines, group_matrices);
   else

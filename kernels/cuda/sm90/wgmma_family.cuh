@@ -74,11 +74,14 @@ struct WgmmaTileTable<WgmmaTf32Input<Tf32Math>> {
 // 3xTF32 keeps a second set of accumulators (the float32 sums) and B's big and small tiles:
 // 128 x 128 at most (four stages are 193 KiB; three where an MN-major B adds its raw tiles,
 // WgmmaFamily::kLayoutStages). Short K on a persistent 128 x 128 tile of three stages: smallK
-// 1.90x torch against 1.14x on the four-stage one (H100; bench/NOTES.md item 77).
+// 1.90x torch against 1.14x on the four-stage one (H100; bench/NOTES.md item 77). 64 x 128's
+// four stages (161 KiB) leave room for one block an SM: a producer warpgroup copies and splits B
+// beside its one math warpgroup (alone, the four warps did both in turn and issued an instruction
+// every 3.8 cycles: attention's p @ v 1.62x torch, item 203).
 template <>
 struct WgmmaTileTable<WgmmaTf32Input<Split3xTf32Math>> {
   using Tiles = std::tuple<WgmmaTile<128, 128, 32, 4, 1, 1>, WgmmaTile<128, 128, 32, 4, 1, 1>,
-                           WgmmaTile<128, 128, 32, 3, 1, 1, true>, WgmmaTile<64, 128, 32, 4>>;
+                           WgmmaTile<128, 128, 32, 3, 1, 1, true>, WgmmaTile<64, 128, 32, 4, 1, 1>>;
   using FallbackTiles = Tiles;
   static constexpr const char* kName =
       "3xTF32 tensor cores (wgmma, sm_90a; three products per step, sums moved into float32 every "
@@ -259,16 +262,20 @@ struct WgmmaFamily {
                   args, device.num_sms, stream, output_map, maps);
         }
       }
+      // The scaled splits' product starts behind the split (ScaledSplitPath), whose lines it waits for.
       auto launch_kernel = [&](auto bulk, const OperandMaps& maps) {
         launch_with_smem<gemm_wgmma_kernel<Input, Tile, kMode, kARowMajor, kBRowMajor, Out, kTransposedOut,
                                            decltype(bulk)::value>,
-                         Tile, kSmem>(args, device.num_sms, stream, output_map, maps);
+                         Tile, kSmem, 1, Input::kScaledOutput>(args, device.num_sms, stream, output_map, maps);
       };
       if constexpr (kBulk<Tile, kVec, kBRowMajor>) {
+        // The operands' maps hold the K they store: a re-read segment is not stored twice.
         const OperandMaps maps = bulk_maps<Tile>(args.a, args.lda, args.batch_stride_a, kARowMajor, args.b, args.ldb,
-                                                 args.batch_stride_b, kBRowMajor, args.batch, args.m, args.n, args.k);
+                                                 args.batch_stride_b, kBRowMajor, args.batch, args.m, args.n,
+                                                 args.k - args.reread_k);
         if (maps.b.valid) return launch_kernel(std::true_type{}, maps);
       }
+      STD_TORCH_CHECK(args.reread_k == 0, "tiledmm: internal error: a K segment read twice needs bulk tensor copies");
       launch_kernel(std::false_type{}, OperandMaps{});
     }
   }
