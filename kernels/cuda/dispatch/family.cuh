@@ -123,6 +123,12 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
 }
 
 constexpr int64_t kMinSlabsPerSplit = 16;  // each slice of a split K runs at least this many K tiles
+// ... or this many where the families without a wave model split K because an output's tiles
+// cannot fill the GPU (plan_launch's small-output branch): there a block's fixed costs weigh less
+// than the SMs left idle (200 x 3000 x 100 'highest' on mma.sync ran 4 tiles in 5 slices, 20 blocks
+// on 132 SMs, at 0.52-0.60x torch, and 0.69-0.80x in 23 slices; 'ieee' 0.37-0.51x -> 0.59-0.80x on
+// small outputs: H200, bench/NOTES.md item 204).
+constexpr int64_t kMinSlabsPerSmallOutputSplit = 4;
 // Wave-timed plans (plan_launch, for families with a kPsPerOperandElement): a split K's slices
 // each write their partial product in float32 and a second kernel reads them back, 8 bytes an
 // output element a slice, at about 2.3 TB/s on an H100 (3072 x 768 outputs: 8.2 us a slice for
