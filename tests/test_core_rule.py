@@ -221,6 +221,28 @@ def test_plans_slower_than_the_gpu_go_back_to_the_family_unless_k_is_short(plan)
     assert attention["fits"] and attention["transposed"] and table["bm"][attention["tile"]] == 64, attention
 
 
+def test_long_products_on_half_the_gpu_or_less_go_back_to_the_family(plan):
+    """Stream-K over so few tiles that its clusters cover less than half the GPU goes to the wgmma
+    family's K slices where the product is long (over 20 us and 1.5x its rates): largeK, 256 x 256
+    x 524288 in 16 bits, ran 0.63x torch on 64 clusters of 64 x 128 and 0.94x on the family (H200,
+    bench/NOTES.md item 205). Short products of few tiles stay on the core (item 201), and so do
+    long ones within 1.5x of their memory's rate."""
+    large_k = [problem(256, 256, 524288, 1, "bf16:nn"), problem(256, 256, 524288, 1, "bf16:tn")]
+    stay = [problem(64, 64, 3304, 1, "bf16:nn"), problem(512, 128, 524288, 1, "bf16:nt")]
+    table, plans = plan(large_k + stay)
+    for p, c in zip(large_k + stay, plans):
+        m, n, k = p[:3]
+        compute = 2.0 * m * n * k / (132 * SM_RATE["bf16"])
+        memory = 2 * (m * k + k * n + m * n) / HBM_RATE
+        idle = c["dp_tiles"] < c["tiles"] and 2 * c["clusters"] * table["cluster"][c["tile"]] < 132
+        long = c["fit_us"] * 1e-6 > max(20e-6, 1.5 * max(compute, memory))
+        assert c["fits"] == (p in stay), (p, c)
+        if p in large_k:
+            assert idle and long, (p, c)
+        else:
+            assert not (idle and long), (p, c)
+
+
 def test_a_broadcast_operand_counts_once_in_the_memory_rate(plan):
     """The memory's time counts a matrix that the batch broadcasts once: 8 outputs of 16 x 4096 over
     K = 4096 with their own weights cross 268 MB (whole 64 x 128 tiles within 3x of that), with one

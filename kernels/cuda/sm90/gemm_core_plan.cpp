@@ -233,9 +233,18 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   const int64_t rounds = (best.tiles + best.clusters - 1) / std::max(1, best.clusters);
   const bool streamed = bk == 64 && k_tiles == 1 && best.dp_tiles == best.tiles && rounds > kCoreShortKMaxRounds;
   const bool short_k = p.k > 256 && k_tiles <= kShortKMaxTiles;
+  // Stream-K over so few tiles that its clusters (kMaxParts ranges a tile) cover less than half the
+  // GPU, on a product long enough that the family's K slices across all of it pay for their second
+  // kernel (kIdleMaxSlowdown of its rates, at least kIdleMinTime; shorter ones ran faster on the
+  // core, item 201). largeK (256 x 256 x 524288, 16 bits) took 64 x 128 in 64 clusters, 0.63x torch
+  // and as slow as estimated (236 us: 1.76x its memory's rate, 2.9x the tensor cores'); on the family
+  // it ran 0.94x (H200, bench/NOTES.md item 205).
+  constexpr double kIdleMaxSlowdown = 1.5, kIdleMinTime = 20e-6;
+  const bool idle = best.dp_tiles < best.tiles && 2 * best.clusters * kCoreCluster[best.tile] < num_sms &&
+                    best_unfloored > std::max(kIdleMinTime, kIdleMaxSlowdown * std::max(compute, bytes / kHbmRate));
   // The slowdown limits were fitted to estimates without the floors: they judge the chosen plan's
   // estimate without them (fit_time).
-  best.fits = forced || (best_unfloored <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed);
+  best.fits = forced || (best_unfloored <= (short_k ? kShortKMaxSlowdown : kMaxSlowdown) * ideal && !streamed && !idle);
   best.time = best_time;
   best.fit_time = best_unfloored;
   const int64_t bn = kCoreBN[best.tile], cluster = kCoreCluster[best.tile], rows = kCoreBM[best.tile] * cluster;
