@@ -87,6 +87,15 @@ void opt_in_smem() {
   }
 }
 
+// The launch attribute of a programmatic dependent launch: the grid starts while the stream's last
+// grid finishes, and waits for it (ptx::wait_prior_grids) before it reads what that grid writes.
+inline cudaLaunchAttribute behind_last_grid() {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
+}
+
 // Launches the kernel of a tile with kSmem bytes of dynamic shared memory, passing it args and the
 // kernel's further arguments, if any. kClusterRows > 1: clusters of that many blocks along the
 // grid's rows of tiles, rounded up to whole clusters (the caller checks that they fit the grid's
@@ -103,18 +112,15 @@ void launch_with_smem(const Args& args, int num_sms, cudaStream_t stream, const 
     config.blockDim = dim3(Tile::kThreads);
     config.dynamicSmemBytes = kSmem;
     config.stream = stream;
-    cudaLaunchAttribute attributes[1] = {};
-    if constexpr (kClusterRows > 1) {
-      attributes[0].id = cudaLaunchAttributeClusterDimension;
-      attributes[0].val.clusterDim.x = 1;
-      attributes[0].val.clusterDim.y = kClusterRows;
-      attributes[0].val.clusterDim.z = 1;
-    } else {
-      attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attributes[0].val.programmaticStreamSerializationAllowed = 1;
-    }
     static_assert(kClusterRows == 1 || !kBehindLastGrid, "one launch attribute");
-    config.attrs = attributes;
+    cudaLaunchAttribute attribute = behind_last_grid();
+    if constexpr (kClusterRows > 1) {
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = 1;
+      attribute.val.clusterDim.y = kClusterRows;
+      attribute.val.clusterDim.z = 1;
+    }
+    config.attrs = &attribute;
     config.numAttrs = 1;
     STD_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, args, more...));
   } else {

@@ -49,7 +49,7 @@ struct BulkTileLoader {
   // What a tile's copies land: a K-major tile whose map has boxes of fewer than BX lines lands their
   // bytes (kParts 1 only: a shared tile's blocks each count the whole tile).
   uint32_t bytes = Tile::kElems * sizeof(T);
-  int64_t wrap_at = 0, wrap_back = 0;  // kRereads (set by rereads())
+  int64_t wrap_at = INT64_MAX, wrap_back = 0;  // kRereads: set by rereads()
 
   // matrix: the operand's matrix in the map (0 where the batch broadcasts it); part: this block's
   // rank in the cluster that shares the tile.

@@ -63,9 +63,7 @@ struct CoreLaunch {
     config.stream = stream;
     // Programmatic dependent launch: the blocks start (their mbarriers set up) while the stream's
     // previous grid finishes, and wait for it before any global access (gemm_core_kernel).
-    cudaLaunchAttribute attributes[2] = {};
-    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attributes[2] = {behind_last_grid(), {}};
     attributes[1].id = cudaLaunchAttributeClusterDimension;
     attributes[1].val.clusterDim.x = Tile::kCluster;
     attributes[1].val.clusterDim.y = attributes[1].val.clusterDim.z = 1;

@@ -175,9 +175,7 @@ void run_family<ScaledSplitPath>(const GemmProblem& p, cudaStream_t stream, cons
       config.gridDim = dim3(static_cast<unsigned>(8 * device.num_sms), 2);  // y: rows, columns
       config.blockDim = dim3(128);
       config.stream = stream;
-      cudaLaunchAttribute behind{};
-      behind.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      behind.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchAttribute behind = behind_last_grid();
       config.attrs = &behind;
       config.numAttrs = 1;
       STD_CUDA_CHECK(cudaLaunchKernelEx(

@@ -580,6 +580,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
         BLoader b_loader;
         Classes classes;
         attach_ring(b_loader);
+        // K past two segments re-reads A's big part one segment back, B's two (GemmArgs::reread_k).
+        if constexpr (kRereads && kBulkA && kBulkB) {
+          if (const int64_t segment = args.reread_k; segment > 0) {
+            a_loader.rereads(2 * segment, segment);
+            b_loader.rereads(2 * segment, 2 * segment);
+          }
+        }
         int64_t items = 0;  // the work items this block has started
         auto publish = [&](int64_t i) {  // tile i of the ring, once its copies have landed
           const int s = static_cast<int>(i % kStages);
@@ -611,18 +618,14 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
             classes.start(&maps, w.m0, w.n0, w.k_begin, map_matrix(args.batch_stride_a, args, w),
                           map_matrix(args.batch_stride_b, args, w), load_tid);
           } else {
-            if constexpr (kBulkA) {
+            if constexpr (kBulkA)
               a_loader.start(&maps.a.map, w.m0, w.k_begin, map_matrix(args.batch_stride_a, args, w), load_tid);
-              if constexpr (kRereads) a_loader.rereads(args.reread_k > 0 ? 2 * args.reread_k : INT64_MAX, args.reread_k);
-            } else {
+            else
               a_loader.start(w.a, args.lda, w.m0, w.k_begin, load_tid);
-            }
-            if constexpr (kBulkB) {
+            if constexpr (kBulkB)
               b_loader.start(&maps.b.map, w.n0, w.k_begin, map_matrix(args.batch_stride_b, args, w), load_tid);
-              if constexpr (kRereads) b_loader.rereads(args.reread_k > 0 ? 2 * args.reread_k : INT64_MAX, 2 * args.reread_k);
-            } else {
+            else
               b_loader.start(w.b, args.ldb, w.n0, w.k_begin, load_tid);
-            }
           }
           for (int64_t t = 0; t < w.k_tiles; ++t) {
             const int64_t i = ring + t;
