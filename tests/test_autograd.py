@@ -33,7 +33,7 @@ def test_bmm_gradients(device, layout, fn):
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
 @pytest.mark.parametrize("x_kind", ["2d", "3d", "unfoldable"])
 def test_linear_gradients(device, x_kind, bias):
-    """tiledmm.linear's node (TiledmmLinear) and, for double backward, _gemm_nd's registered
+    """tiledmm.linear's node (TiledmmRows) and, for double backward, _gemm_nd's registered
     autograd: an input of 2 or 3 dimensions, and one whose leading dimensions do not fold."""
     x = {"2d": lambda: torch.randn(6, 5), "3d": lambda: torch.randn(2, 3, 5),
          "unfoldable": lambda: torch.randn(3, 2, 5).transpose(0, 1)}[x_kind]()
@@ -43,6 +43,33 @@ def test_linear_gradients(device, x_kind, bias):
         inputs.append(torch.randn(4, dtype=torch.float64, device=device, requires_grad=True))
     assert gradcheck(tiledmm.linear, inputs)
     assert gradgradcheck(tiledmm.linear, inputs)
+
+
+@pytest.mark.parametrize("w_layout", ["row_major", "column_major"])
+@pytest.mark.parametrize("x_kind", ["3d", "unfoldable"])
+def test_matmul_rows_gradients(device, x_kind, w_layout):
+    """matmul of a model's N-D activations by one matrix (one TiledmmRows node, as linear's), the
+    matrix stored either way: gradients and double backward against finite differences."""
+    x = {"3d": lambda: torch.randn(2, 3, 5), "unfoldable": lambda: torch.randn(3, 2, 5).transpose(0, 1)}[x_kind]()
+    x = x.to(device, torch.float64).requires_grad_()
+    w = torch.randn(5, 4, dtype=torch.float64, device=device)
+    w = (w if w_layout == "row_major" else w.T.contiguous().T).requires_grad_()
+    assert gradcheck(tiledmm.matmul, (x, w))
+    assert gradgradcheck(tiledmm.matmul, (x, w))
+
+
+@pytest.mark.parametrize("entry", ["matmul", "linear"])
+def test_weight_gradient_in_the_weights_layout(device, entry):
+    """A transposed weight's gradient is computed in its layout: autograd copies nothing."""
+    weight = torch.randn(4, 5, dtype=torch.float64, device=device, requires_grad=True)
+    x = torch.randn(2, 3, 5 if entry == "matmul" else 4, dtype=torch.float64, device=device)
+    out = tiledmm.matmul(x, weight.mT) if entry == "matmul" else tiledmm.linear(x, weight.mT)
+    grad = torch.randn_like(out)
+    with OpLog() as log:
+        out.backward(grad)
+    assert not any(op.startswith(("aten.copy", "aten.clone", "aten._to_copy")) for op in log.ops), log.ops
+    ref = grad.reshape(-1, grad.shape[-1]).mT @ x.reshape(-1, x.shape[-1])  # dW^T's transpose
+    torch.testing.assert_close(weight.grad, ref if entry == "matmul" else ref.mT, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, False), (True, True)])

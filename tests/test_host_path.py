@@ -31,10 +31,12 @@ ENTRIES = {
 }
 
 
-# Each entry's product node where it is not TiledmmMMBackward: linear's (x @ W^T + bias, any
-# leading dimensions of x, no views) and the batched products'.
+# Each entry's product node where it is not TiledmmMMBackward: linear's and matmul's N-D rows
+# times one matrix (x @ W^T + bias or x @ W, any leading dimensions of x, no views), and the
+# batched products'.
 _PRODUCT_NODE = {"bmm": "TiledmmBMMBackward", "matmul_batched": "TiledmmBMMBackward",
-                 **{name: "TiledmmLinearBackward" for name in ("linear", "linear_nd", "nn.Linear", "nn.Linear_nd")}}
+                 **{name: "TiledmmRowsBackward"
+                    for name in ("matmul_nd", "linear", "linear_nd", "nn.Linear", "nn.Linear_nd")}}
 
 
 def _layer(cls, x, w):
@@ -95,7 +97,7 @@ def test_linear_bias_is_in_the_products_node(device, shape, needs):
     ours, theirs = tiledmm.linear(x, w, bias), F.linear(x, w, bias)
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
     nodes = _graph_nodes(ours)
-    assert nodes[0] == "TiledmmLinearBackward" and not any(n.startswith(("AddBackward", "ViewBackward",
+    assert nodes[0] == "TiledmmRowsBackward" and not any(n.startswith(("AddBackward", "ViewBackward",
                                                                            "TransposeBackward")) for n in nodes), nodes
     grad = torch.randn_like(ours)
     for g, h in zip(torch.autograd.grad(ours, wrt, grad), torch.autograd.grad(theirs, wrt, grad)):

@@ -30,7 +30,8 @@ ops = torch.ops.tiledmm
 
 
 def _column_major(x):
-    return x.stride(-2) == 1 and x.stride(-1) != 1
+    # is_contiguous first: one call, where two stride(dim) calls cost ~2.4k host instructions.
+    return not x.is_contiguous() and x.stride(-2) == 1 and x.stride(-1) != 1
 
 
 def _save(ctx, a, b, precision):
@@ -82,14 +83,14 @@ def autograd_function_needed() -> bool:
     return forward_ad._current_level >= 0 or any(t in (TransformType.Grad, TransformType.Jvp) for t in transforms)
 
 
-def transformable(op, function, eager, compiled, op_bias=None):
+def transformable(op, kernel, kernel_bias, function, eager, compiled):
     """op(a, b, precision) + bias (bias optional: linear's, added as torch's addmm adds it) for mm,
     bmm and the backward and jvp formulas, run the cheapest way that keeps its gradients: traced by
     torch.compile, compiled.apply (the operator's raw twin in the graph), or under a torch.func
     transform the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
-    (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY),
-    the bias added in place (by op_bias's kernel, where given: _product_plus_bias); where one can,
+    (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY:
+    kernel, op's _kernel), the bias added in place (by kernel_bias, where given: _product_plus_bias); where one can,
     eager.apply, one graph node for the product and its
     bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
     kernel (the bias added out of place). The eager paths spare the Python kernels torch.library
@@ -104,22 +105,26 @@ def transformable(op, function, eager, compiled, op_bias=None):
                 return _plus_checked_bias(op(a, b, precision), bias)
             a, b, _ = autocast_operands(a, b)
             return _plus_checked_bias(compiled.apply(a, b, precision), bias)
-        if autograd_function_needed():
+        # autograd_function_needed() is False where neither a transform nor forward-mode AD is on.
+        transformed = torch._C._are_functorch_transforms_active()
+        if (transformed or forward_ad._current_level >= 0) and autograd_function_needed():
             return _plus_checked_bias(_apply_eagerly(function, a, b, precision), bias)
         if torch._C._is_any_autocast_enabled():
             a, b, bias = autocast_operands(a, b, bias)
+        recorded = transformed or torch._C._is_tracing()  # the operator's own kernels record it
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
                                              or (bias is not None and bias.requires_grad))):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                if bias is None:
-                    return op(a, b, precision)
-                # Under vmap a batched bias may not fit in place into an output batched by less;
-                # a trace records what its check's run (without gradients) records.
-                if not (torch._C._are_functorch_transforms_active() or torch._C._is_tracing()):
-                    return _product_plus_bias(op, op_bias, a, b, precision, bias)
-                out = op(a, b, precision)
+                if recorded:
+                    out = op(a, b, precision)
+                elif bias is None:
+                    return kernel(a, b, precision)
+                else:
+                    return _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
+            # Under vmap a batched bias may not fit in place into an output batched by less;
+            # a trace records what its check's run (without gradients) records.
             return _plus_checked_bias(out, bias)
-        if torch._C._are_functorch_transforms_active() or torch._C._is_tracing():
+        if recorded:
             return _plus_checked_bias(op(a, b, precision), bias)
         return apply_eager(a, b, precision, bias)
 
@@ -129,6 +134,15 @@ def transformable(op, function, eager, compiled, op_bias=None):
     return product
 
 
+def _kernel(op):
+    """op (an operator's overload packet) called through the dispatcher alone: without the Python
+    layers of torch.ops (overload resolution, __torch_function__ handling), ~5k host instructions a
+    call fewer (bench/NOTES.md item 206). For calls under the _KERNEL_ONLY guard on operands
+    already cast and checked, where no torch function mode has business (the dispatcher's own
+    modes and tensor subclasses are still served)."""
+    return functools.partial(torch._C._dispatch_call_boxed, op.default._handle)
+
+
 # Tensors whose products _product_plus_bias may hand to op_bias: not subclasses (DTensor and others
 # have rules for the operators, not for op_bias).
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
@@ -136,11 +150,11 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 def _product_plus_bias(op, op_bias, a, b, precision, bias):
     """op(a, b, precision) with linear's bias added in place, in plain eager under the _KERNEL_ONLY
-    guard: by op_bias (the bias in the kernel's epilogue, or added from C++) for plain tensors and a
-    1-D bias of their dtype, else after the product."""
+    guard: by op_bias (_gemm_nd's kernel: the bias in the kernel's epilogue, or added from C++) for
+    plain tensors and a 1-D bias of their dtype, else after the product."""
     if (op_bias is not None and bias.dtype == a.dtype and bias.dim() == 1 and type(a) in _PLAIN_TYPES
             and type(b) in _PLAIN_TYPES and type(bias) in _PLAIN_TYPES):
-        return op_bias(a, b, bias, precision)
+        return op_bias(a, b, False, False, bias, precision)
     return _add_in_place(op(a, b, precision), bias)
 
 
@@ -234,7 +248,8 @@ def _product_functions(name, op, raw, doc, op_bias=None):
     """The public torch.autograd.Function computing op(a, b, precision) (precision: an operator
     code, default 0) forward, its gradients backward, and its tangent in forward mode; and op
     run by transformable, the way its backward and tangent run their products. raw: the operator
-    without autograd, for torch.compile's graphs.
+    without autograd, for torch.compile's graphs; op_bias: the operator that adds linear's bias to
+    the product of two matrices in place (_gemm_nd), or None.
 
     Under vmap, the Function's forward and backward run on the operators' batching rules
     (tiledmm/_vmap.py)."""
@@ -249,7 +264,7 @@ def _product_functions(name, op, raw, doc, op_bias=None):
         # A first-order backward in plain eager: product would run the kernel alone; so do its
         # two products, under one guard.
         with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-            return _gradients(op, ctx, grad) + (None, grad_bias)
+            return _gradients(kernel, ctx, grad) + (None, grad_bias)
 
     class Product(torch.autograd.Function):
         generate_vmap_rule = True
@@ -288,9 +303,9 @@ def _product_functions(name, op, raw, doc, op_bias=None):
         def forward(ctx, a, b, precision, bias):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
                 if bias is None:
-                    out = op(a, b, precision)
+                    out = kernel(a, b, precision)
                 else:
-                    out = _product_plus_bias(op, op_bias, a, b, precision, bias)
+                    out = _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
                     ctx.bias_shape = bias.shape
             _save(ctx, a, b, precision)
             return out
@@ -311,7 +326,8 @@ def _product_functions(name, op, raw, doc, op_bias=None):
         def backward(ctx, grad):
             return _gradients(raw, ctx, grad) + (None,)
 
-    product = transformable(op, Product, Eager, Compiled, op_bias)
+    kernel, kernel_bias = _kernel(op), op_bias and _kernel(op_bias)  # kernel_bias: see _product_plus_bias
+    product = transformable(op, kernel, kernel_bias, Product, Eager, Compiled)
     _name(Product, name)
     _name(Eager, f"Tiledmm{name}")  # its graph nodes: grad_fn=<TiledmmMMBackward>
     Product.__doc__ = doc
@@ -324,16 +340,10 @@ def _name(function, name):
     function._backward_cls.__name__ = function._backward_cls.__qualname__ = f"{name}Backward"
 
 
-def _mm_plus_bias(a, b, bias, precision):
-    """mm's operator with linear's bias added to every row (in the kernel's epilogue where it has one):
-    _gemm_nd on two matrices, neither transposed."""
-    return ops._gemm_nd(a, b, False, False, bias, precision)
-
-
 MM, mm = _product_functions(
     "MM", ops.mm, ops._mm_raw,
     "C = A @ B for 2-D A (m, k) and B (k, n) on tiledmm's kernels: ``MM.apply(a, b, precision_code)``.",
-    _mm_plus_bias,
+    ops._gemm_nd,
 )
 BMM, bmm = _product_functions(
     "BMM", ops.bmm, ops._bmm_raw,
@@ -384,52 +394,71 @@ def _gemm_nd_backward(ctx, grad):
 torch.library.register_autograd("tiledmm::_gemm_nd", _gemm_nd_backward, setup_context=_gemm_nd_setup_context)
 
 
-class _EagerLinear(torch.autograd.Function):
-    """x @ W^T + bias (bias optional) as one graph node, for eager autograd outside torch.func, on
-    inputs of any leading dimensions: the operator reads x's rows and W as they are stored, so no
-    view is made on the way in or out (a view costs ~7-9k host instructions, bench/NOTES.md item
-    172), and the backward computes dx = dy W and dW = dy^T x the same way."""
+_gemm_nd_kernel = _kernel(ops._gemm_nd)
+
+
+class _EagerRows(torch.autograd.Function):
+    """x @ W^T + bias (linear; transposed) or x @ W + bias (matmul's rows times one matrix), bias
+    optional, as one graph node for eager autograd outside torch.func, on inputs of any leading
+    dimensions: the operator reads x's rows and W as they are stored, so no view is made on the way
+    in or out (a view costs ~7-9k host instructions, bench/NOTES.md item 172), and the backward
+    computes dx and dW the same way, dW in W's layout (computed transposed for a column-major W,
+    so that autograd need not copy it)."""
 
     @staticmethod
-    def forward(ctx, x, w, precision, bias):
+    def forward(ctx, x, w, transposed, precision, bias):
         with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-            out = ops._gemm_nd(x, w, False, True, bias, precision)
+            out = _gemm_nd_kernel(x, w, False, transposed, bias, precision)
         need_x, need_w = ctx.needs_input_grad[:2]
         ctx.save_for_backward(x if need_w else None, w if need_x else None)
-        ctx.precision = precision
-        ctx.bias_shape = None if bias is None else bias.shape
+        # dW = dy^T x where W is read transposed (or is column-major), else x^T dy. One attribute:
+        # each costs host time.
+        ctx.plan = (transposed, transposed != (need_w and _column_major(w)), precision,
+                    None if bias is None else bias.shape)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        need_x, need_w, _, need_bias = ctx.needs_input_grad
-        grad_bias = grad.sum_to_size(ctx.bias_shape) if need_bias else None
-        products = lambda: (  # noqa: E731
-            ops._gemm_nd(grad, w, False, False, None, ctx.precision) if need_x else None,
-            ops._gemm_nd(grad, x, True, False, None, ctx.precision) if need_w else None)
+        need_x, need_w, _, _, need_bias = ctx.needs_input_grad
+        transposed, w_from_dy, precision, bias_shape = ctx.plan
+        grad_bias = grad.sum_to_size(bias_shape) if need_bias else None
+        grad_x = grad_w = None
+
+        def products(gemm):
+            nonlocal grad_x, grad_w
+            if need_x:
+                grad_x = gemm(grad, w, False, not transposed, None, precision)
+            if need_w:
+                grad_w = gemm(grad, x, True, False, None, precision) if w_from_dy else \
+                    gemm(x, grad, True, False, None, precision)
+                if w_from_dy != transposed:
+                    grad_w = grad_w.mT
+
         if torch.is_grad_enabled() or not _plain_eager():
-            grad_x, grad_w = products()  # through the operator's autograd: differentiable
+            products(ops._gemm_nd)  # through the operator's autograd: differentiable
         else:
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                grad_x, grad_w = products()
-        return grad_x, grad_w, None, grad_bias
+                products(_gemm_nd_kernel)
+        return grad_x, grad_w, None, None, grad_bias
 
 
-_name(_EagerLinear, "TiledmmLinear")  # its graph nodes: grad_fn=<TiledmmLinearBackward>
-_apply_linear = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerLinear)
+_name(_EagerRows, "TiledmmRows")  # its graph nodes: grad_fn=<TiledmmRowsBackward>
+_apply_rows = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerRows)
 
 
-def linear_in_plain_eager(x, w, bias, precision):
-    """x @ w^T + bias (bias None, or 1-D of the operands' dtype after autocast's cast) in plain
-    eager on plain tensors of at least 2 (x) and exactly 2 (w) dimensions: the operator alone without
-    gradients, else one _EagerLinear node. None where another path must run it (torch.compile,
-    torch.func, forward-mode AD, vmap, jit.trace, tensor subclasses, other biases) or where the
-    operator refused the operands: there tiledmm.linear's general path runs, with its checks' words."""
+def rows_in_plain_eager(x, w, transposed, bias, precision):
+    """x @ w^T (transposed) or x @ w, plus bias (None, or 1-D of the operands' dtype after
+    autocast's cast), in plain eager on plain tensors of at least 2 (x) and exactly 2 (w)
+    dimensions: the operator alone without gradients, else one _EagerRows node. None where another
+    path must run it (torch.compile, torch.func, forward-mode AD, vmap, jit.trace, tensor
+    subclasses, other biases) or where the operator refused the operands: there linear's or
+    matmul's general path runs, with its checks' words."""
     if not (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES and (bias is None or type(bias) in _PLAIN_TYPES)
             and x.dim() >= 2 and w.dim() == 2):
         return None
-    if (torch.compiler.is_compiling() or autograd_function_needed() or torch._C._are_functorch_transforms_active()
+    # (autograd_function_needed() can be True only under a transform or in forward-mode AD.)
+    if (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active() or forward_ad._current_level >= 0
             or torch._C._is_tracing()):
         return None
     if torch._C._is_any_autocast_enabled():
@@ -440,8 +469,8 @@ def linear_in_plain_eager(x, w, bias, precision):
         if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad
                                              or (bias is not None and bias.requires_grad))):
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                return ops._gemm_nd(x, w, False, True, bias, precision)
-        return _apply_linear(x, w, precision, bias)
+                return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
+        return _apply_rows(x, w, transposed, precision, bias)
     except RuntimeError:
         return None
 

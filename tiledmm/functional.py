@@ -12,9 +12,13 @@ from ._checks import check_pair, check_tensors
 
 def _product(product, name: str, a: torch.Tensor, b: torch.Tensor, precision: str | None) -> torch.Tensor:
     """product (autograd.mm or autograd.bmm: the operator, dispatched the cheapest way that keeps
-    its gradients) on (a, b) at `precision`, after the checks its dispatch needs."""
-    check_tensors(name, a, b)
-    return product(a, b, _precision.resolve(precision, a.dtype))
+    its gradients) on (a, b) at `precision`. The operator checks the operands; that both are
+    tensors, which its dispatch assumes, is checked only once something failed (host time)."""
+    try:
+        return product(a, b, _precision.resolve(precision, a.dtype))
+    except Exception:
+        check_tensors(name, a, b)
+        raise
 
 
 _PRECISION_DOC = """``precision`` (float32 only): None follows torch's setting
@@ -149,6 +153,13 @@ def _matmul(input, other, precision, bias):
         if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor):
             dim = input.dim()
             if other.dim() == 2:
+                if dim > 2:
+                    # A model's (batch, sequence, features) activations times one matrix: its rows
+                    # read in place by one node, without the views below.
+                    out = autograd.rows_in_plain_eager(input, other, False, bias,
+                                                       _precision.resolve(precision, input.dtype))
+                    if out is not None:
+                        return out
                 if dim == 2 or (dim > 2 and input.is_contiguous()):
                     # Rows, or rows in a batch (a model's (batch, sequence, features) activations)
                     # folded into rows as a view, times one matrix: one mm.
@@ -202,7 +213,7 @@ def linear(
     if bias is not None and not (isinstance(bias, torch.Tensor) and bias.dim() <= 1):
         return autograd.plus_bias(matmul(input, weight.mT, precision=precision), bias)  # broadcast as F.linear's
     if isinstance(input, torch.Tensor):
-        out = autograd.linear_in_plain_eager(input, weight, bias, _precision.resolve(precision, input.dtype))
+        out = autograd.rows_in_plain_eager(input, weight, True, bias, _precision.resolve(precision, input.dtype))
         if out is not None:
             return out
     return _matmul(input, weight.mT, precision, bias)
