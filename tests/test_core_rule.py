@@ -343,3 +343,14 @@ def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
     _, plans = plan([problem(264, 136, 392, 3, "bf16:tn", tile=ping_pong, splits=1),
                      problem(2304, 768, 8192, 1, "bf16:tn")])
     assert not any(c["transposed"] for c in plans), plans
+
+
+def test_plans_asked_again_are_the_same(plan):
+    # plan_core_run keeps the last plans of each host thread by problem (a cache of 64 slots): asked
+    # again, in another order, among others that share slots, a problem keeps its plan and orientation.
+    problems = GRID[::37] + [problem(m, n, k, 1, "bf16:tn", tile=t, splits=s) for m, n, k in [(768, 768, 8192), (1000, 200, 4097)]
+                             for t, s in [(-1, 0), (9, 0), (9, 3), (13, 2)]]
+    _, first = plan(problems)
+    _, again = plan(problems + problems[::-1])
+    assert again[:len(problems)] == first
+    assert again[len(problems):] == first[::-1]

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <optional>
+#include <vector>
 
 namespace tiledmm {
 
@@ -273,23 +276,57 @@ CorePlan plan_core(const GemmProblem& p, int num_sms) {
   return best;
 }
 
-CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
-  if (core_bk(p) == 32 && p.b.row_major) {
-    const GemmProblem q = transposed(p);
-    return {q, plan_core(q, num_sms)};
+namespace {
+
+// What of a problem the rule reads: everything but where its matrices are (pointers, device, bias).
+struct PlanKey {
+  int64_t w[16];
+
+  PlanKey(const GemmProblem& p, int num_sms)
+      : w{p.batch, p.m, p.n, p.k, p.a.ld, p.a.batch_stride, p.a.row_major, p.b.ld, p.b.batch_stride, p.b.row_major,
+          static_cast<int64_t>(p.dtype), static_cast<int64_t>(p.precision), p.tile_override, p.splits_override,
+          p.c_transposed, num_sms} {}
+  bool operator==(const PlanKey& o) const { return std::equal(std::begin(w), std::end(w), std::begin(o.w)); }
+  size_t hash() const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (const int64_t x : w) h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
   }
+};
+
+// The plan, and whether it runs p transposed (C^T = B^T A^T).
+std::pair<CorePlan, bool> plan_core_oriented(const GemmProblem& p, int num_sms) {
+  if (core_bk(p) == 32 && p.b.row_major) return {plan_core(transposed(p), num_sms), true};
   const CorePlan direct = plan_core(p, num_sms);
   // nn and tt change layouts transposed (into tt and nn): not chosen here; nor the ping-pong tile.
   // What the core takes stays what its plan in the given orientation fits (its limits were measured so).
   const bool ping_pong = p.tile_override >= kCoreTileBase && p.tile_override < kCoreTileBase + kCoreTiles &&
                          kCorePingPong[p.tile_override - kCoreTileBase];
-  if (p.a.row_major == p.b.row_major || ping_pong || !direct.fits) return {p, direct};
-  const GemmProblem q = transposed(p);
-  const CorePlan turned = plan_core(q, num_sms);
+  if (p.a.row_major == p.b.row_major || ping_pong || !direct.fits) return {direct, false};
+  const CorePlan turned = plan_core(transposed(p), num_sms);
   const bool level = std::abs(turned.time - direct.time) <= 1e-9 * direct.time;
   const bool one_round = direct.dp_tiles == direct.tiles && direct.tiles <= direct.clusters;
   const bool better = level ? !p.a.row_major && p.m > p.n && one_round : turned.time < direct.time;
-  return turned.fits && better ? CoreRun{q, turned} : CoreRun{p, direct};
+  return turned.fits && better ? std::pair{turned, true} : std::pair{direct, false};
+}
+
+}  // namespace
+
+CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
+  // The plans of the last problems this host thread ran, one slot a hash: the rule weighs every tile
+  // and split (0.6-3.5 us a call on a CPU, most for small outputs), and a training step asks for the
+  // same few problems every step. A hit keeps only the plan and orientation; the problem is p's.
+  struct Slot {
+    PlanKey key;
+    std::pair<CorePlan, bool> plan;
+  };
+  constexpr size_t kSlots = 64;
+  thread_local std::vector<std::optional<Slot>> slots(kSlots);
+  const PlanKey key(p, num_sms);
+  std::optional<Slot>& slot = slots[key.hash() % kSlots];
+  if (!slot || !(slot->key == key)) slot = Slot{key, plan_core_oriented(p, num_sms)};
+  const auto& [plan, turned] = slot->plan;
+  return {turned ? transposed(p) : p, plan};
 }
 
 }  // namespace tiledmm
