@@ -346,7 +346,7 @@ def test_forced_16_bit_tiles_run_transposed_where_test_core_needs_it(plan):
 
 
 def test_plans_asked_again_are_the_same(plan):
-    # plan_core_run keeps the last plans of each host thread by problem (a cache of 64 slots): asked
+    # plan_core_run keeps the last plans of each host thread by problem (a cache of 256 slots): asked
     # again, in another order, among others that share slots, a problem keeps its plan and orientation.
     problems = GRID[::37] + [problem(m, n, k, 1, "bf16:tn", tile=t, splits=s) for m, n, k in [(768, 768, 8192), (1000, 200, 4097)]
                              for t, s in [(-1, 0), (9, 0), (9, 3), (13, 2)]]

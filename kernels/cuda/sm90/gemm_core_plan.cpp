@@ -320,7 +320,7 @@ CoreRun plan_core_run(const GemmProblem& p, int num_sms) {
     PlanKey key;
     std::pair<CorePlan, bool> plan;
   };
-  constexpr size_t kSlots = 64;
+  constexpr size_t kSlots = 256;
   thread_local std::vector<std::optional<Slot>> slots(kSlots);
   const PlanKey key(p, num_sms);
   std::optional<Slot>& slot = slots[key.hash() % kSlots];
