@@ -89,10 +89,9 @@ def transformable(op, kernel, kernel_bias, function, eager, compiled):
     torch.compile, compiled.apply (the operator's raw twin in the graph), or under a torch.func
     transform the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
-    (autocast_operands): where no gradient can flow, the operator's kernel alone (_KERNEL_ONLY:
-    kernel, op's _kernel), the bias added in place (by kernel_bias, where given: _product_plus_bias); where one can,
-    eager.apply, one graph node for the product and its
-    bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
+    (autocast_operands): where no gradient can flow, the operator's kernel alone (kernel, op's
+    _kernel, under _KERNEL_ONLY), the bias added in place (by kernel_bias, _gemm_nd's, where given:
+    _product_plus_bias); where one can, eager.apply, one graph node for the product and its bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
     kernel (the bias added out of place). The eager paths spare the Python kernels torch.library
     registers for autograd and autocast: the autograd kernel costs ~5 us a call on an H200's host
     without gradients (bench/NOTES.md items 141 and 144) and ~16 us over the operator with them on
@@ -423,23 +422,19 @@ class _EagerRows(torch.autograd.Function):
         need_x, need_w, _, _, need_bias = ctx.needs_input_grad
         transposed, w_from_dy, precision, bias_shape = ctx.plan
         grad_bias = grad.sum_to_size(bias_shape) if need_bias else None
-        grad_x = grad_w = None
 
         def products(gemm):
-            nonlocal grad_x, grad_w
-            if need_x:
-                grad_x = gemm(grad, w, False, not transposed, None, precision)
-            if need_w:
-                grad_w = gemm(grad, x, True, False, None, precision) if w_from_dy else \
-                    gemm(x, grad, True, False, None, precision)
-                if w_from_dy != transposed:
-                    grad_w = grad_w.mT
+            grad_x = gemm(grad, w, False, not transposed, None, precision) if need_x else None
+            if not need_w:
+                return grad_x, None
+            grad_w = gemm(grad, x, True, False, None, precision) if w_from_dy else gemm(x, grad, True, False, None, precision)
+            return grad_x, grad_w.mT if w_from_dy != transposed else grad_w
 
         if torch.is_grad_enabled() or not _plain_eager():
-            products(ops._gemm_nd)  # through the operator's autograd: differentiable
+            grad_x, grad_w = products(ops._gemm_nd)  # through the operator's autograd: differentiable
         else:
             with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                products(_gemm_nd_kernel)
+                grad_x, grad_w = products(_gemm_nd_kernel)
         return grad_x, grad_w, None, None, grad_bias
 
 

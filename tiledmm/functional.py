@@ -141,10 +141,11 @@ def matmul(input: torch.Tensor, other: torch.Tensor, *, precision: str | None = 
     return _matmul(input, other, precision, None)
 
 
-def _matmul(input, other, precision, bias):
+def _matmul(input, other, precision, bias, rows_untried=True):
     """matmul, plus linear's bias (None, or a tensor of at most one dimension): a product of rows
     times one matrix (one mm) adds it to its output in place, in its graph node, as torch's addmm
-    does; the other plans add it as F.linear's matmul path does."""
+    does; the other plans add it as F.linear's matmul path does. rows_untried: False where the
+    caller has had autograd.rows_in_plain_eager refuse these operands already (linear)."""
     # The operator checks the operands (host time per call counts where products are small);
     # matmul's own checks run only to name the problem in its words once something failed.
     # The commonest cases first, as _plan_matmul plans them but without its Python work (~20 us a
@@ -153,18 +154,18 @@ def _matmul(input, other, precision, bias):
         if isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor):
             dim = input.dim()
             if other.dim() == 2:
-                if dim > 2:
+                code = _precision.resolve(precision, input.dtype)
+                if dim > 2 and rows_untried:
                     # A model's (batch, sequence, features) activations times one matrix: its rows
                     # read in place by one node, without the views below.
-                    out = autograd.rows_in_plain_eager(input, other, False, bias,
-                                                       _precision.resolve(precision, input.dtype))
+                    out = autograd.rows_in_plain_eager(input, other, False, bias, code)
                     if out is not None:
                         return out
                 if dim == 2 or (dim > 2 and input.is_contiguous()):
                     # Rows, or rows in a batch (a model's (batch, sequence, features) activations)
                     # folded into rows as a view, times one matrix: one mm.
                     rows = input if dim == 2 else input.flatten(0, -2)
-                    out = autograd.mm(rows, other, _precision.resolve(precision, input.dtype), bias)
+                    out = autograd.mm(rows, other, code, bias)
                     return out if dim == 2 else out.view(*input.shape[:-1], other.shape[-1])
             elif bias is None and dim == other.dim() > 2 and input.shape[:-2] == other.shape[:-2]:
                 # Equal batch dimensions (attention's (batch, heads, ...) products): one bmm.
@@ -216,7 +217,7 @@ def linear(
         out = autograd.rows_in_plain_eager(input, weight, True, bias, _precision.resolve(precision, input.dtype))
         if out is not None:
             return out
-    return _matmul(input, weight.mT, precision, bias)
+    return _matmul(input, weight.mT, precision, bias, rows_untried=False)
 
 
 for _f in (mm, bmm, matmul, linear):
