@@ -90,9 +90,11 @@ def transformable(op, kernel, kernel_bias, function, eager, compiled):
     transform the operator (torch.compile traces torch.func's grad and vmap through it);
     where autograd_function_needed(), function.apply, eagerly. Otherwise after autocast's cast
     (autocast_operands): where no gradient can flow, the operator's kernel alone (kernel, op's
-    _kernel, under _KERNEL_ONLY), the bias added in place (by kernel_bias, _gemm_nd's, where given:
-    _product_plus_bias); where one can, eager.apply, one graph node for the product and its bias, or under vmap, functionalize and torch.jit.trace the operator through its autograd
-    kernel (the bias added out of place). The eager paths spare the Python kernels torch.library
+    _kernel), the bias added in place (by kernel_bias, _gemm_nd's, where given:
+    _product_plus_bias); where one can, one graph node for the product and its bias (eager: the
+    apply of the eager Function of each precision code, _eager_functions), or under
+    vmap, functionalize and torch.jit.trace the operator through its autograd kernel (the bias
+    added out of place). The eager paths spare the Python kernels torch.library
     registers for autograd and autocast: the autograd kernel costs ~5 us a call on an H200's host
     without gradients (bench/NOTES.md items 141 and 144) and ~16 us over the operator with them on
     a CPU, where eager.apply costs ~6 (item 154); the bias in the product's node spares an add's
@@ -113,33 +115,43 @@ def transformable(op, kernel, kernel_bias, function, eager, compiled):
         recorded = transformed or torch._C._is_tracing()  # the operator's own kernels record it
         if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad
                                              or (bias is not None and bias.requires_grad))):
-            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                if recorded:
+            if recorded:
+                with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
                     out = op(a, b, precision)
-                elif bias is None:
-                    return kernel(a, b, precision)
-                else:
-                    return _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
-            # Under vmap a batched bias may not fit in place into an output batched by less;
-            # a trace records what its check's run (without gradients) records.
-            return _plus_checked_bias(out, bias)
-        if recorded:
+                # Under vmap a batched bias may not fit in place into an output batched by less;
+                # a trace records what its check's run (without gradients) records.
+                return _plus_checked_bias(out, bias)
+            if bias is None:
+                return kernel(a, b, precision)
+            return _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
+        apply_eager = None if recorded else eager.get(precision)
+        if apply_eager is None:  # recorded, or a precision code that the operator will refuse
             return _plus_checked_bias(op(a, b, precision), bias)
-        return apply_eager(a, b, precision, bias)
+        return apply_eager(a, b) if bias is None else apply_eager(a, b, bias)
 
-    # Function.apply without its Python wrapper (torch < 2.14), which unwraps torch.func's dead
-    # wrappers: none exist where no transform is active, as here.
-    apply_eager = torch._C._FunctionBase.__dict__["apply"].__get__(None, eager)
     return product
 
 
 def _kernel(op):
-    """op (an operator's overload packet) called through the dispatcher alone: without the Python
-    layers of torch.ops (overload resolution, __torch_function__ handling), ~5k host instructions a
-    call fewer (bench/NOTES.md item 206). For calls under the _KERNEL_ONLY guard on operands
-    already cast and checked, where no torch function mode has business (the dispatcher's own
-    modes and tensor subclasses are still served)."""
-    return functools.partial(torch._C._dispatch_call_boxed, op.default._handle)
+    """op's (an operator's overload packet) CPU or CUDA kernel alone, kernel(a, b, *arguments), for
+    operands already cast and checked, where no torch function mode has business and gradients
+    are not recorded: without the Python layers of torch.ops (overload resolution,
+    __torch_function__ handling; ~5k host instructions a call, bench/NOTES.md item 206). Plain
+    CUDA tensors outside dispatch modes go straight to the CUDA kernel (redispatch_boxed: ~4k
+    instructions fewer than the guard's object, item 207); the rest through the dispatcher below
+    autograd and autocast (the _KERNEL_ONLY guard), which serves tensor subclasses, dispatch modes
+    and every device. The callers check that any other tensor argument (linear's bias) is plain."""
+    handle = op.default._handle
+    cuda_kernel = functools.partial(handle.redispatch_boxed, _CUDA_KERNEL)
+    dispatch = functools.partial(torch._C._dispatch_call_boxed, handle)
+
+    def kernel(a, b, *arguments):
+        if a.is_cuda and type(a) in _PLAIN_TYPES and type(b) in _PLAIN_TYPES and not _dispatch_modes():
+            return cuda_kernel(a, b, *arguments)
+        with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+            return dispatch(a, b, *arguments)
+
+    return kernel
 
 
 # Tensors whose products _product_plus_bias may hand to op_bias: not subclasses (DTensor and others
@@ -148,9 +160,9 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _product_plus_bias(op, op_bias, a, b, precision, bias):
-    """op(a, b, precision) with linear's bias added in place, in plain eager under the _KERNEL_ONLY
-    guard: by op_bias (_gemm_nd's kernel: the bias in the kernel's epilogue, or added from C++) for
-    plain tensors and a 1-D bias of their dtype, else after the product."""
+    """op(a, b, precision) with linear's bias added in place, in plain eager (op and op_bias:
+    _kernel's): by op_bias (_gemm_nd's kernel: the bias in the kernel's epilogue, or added from
+    C++) for plain tensors and a 1-D bias of their dtype, else after the product."""
     if (op_bias is not None and bias.dtype == a.dtype and bias.dim() == 1 and type(a) in _PLAIN_TYPES
             and type(b) in _PLAIN_TYPES and type(bias) in _PLAIN_TYPES):
         return op_bias(a, b, False, False, bias, precision)
@@ -234,6 +246,8 @@ _KERNEL_ONLY = functools.reduce(
     (torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
      for key in ("AutogradFunctionality", "AutogradOther", "AutogradNestedTensor", *AUTOCAST_KEYS.values())),
 )
+_CUDA_KERNEL = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+_dispatch_modes = torch._C._len_torch_dispatch_stack  # the torch dispatch modes active (and infra modes)
 
 
 @torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
@@ -255,15 +269,6 @@ def _product_functions(name, op, raw, doc, op_bias=None):
 
     def product_backward(ctx, grad):
         return _gradients(product, ctx, grad) + (None,)
-
-    def eager_backward(ctx, grad):
-        grad_bias = grad.sum_to_size(ctx.bias_shape) if ctx.needs_input_grad[3] else None
-        if torch.is_grad_enabled() or not _plain_eager():
-            return _gradients(product, ctx, grad) + (None, grad_bias)
-        # A first-order backward in plain eager: product would run the kernel alone; so do its
-        # two products, under one guard.
-        with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-            return _gradients(kernel, ctx, grad) + (None, grad_bias)
 
     class Product(torch.autograd.Function):
         generate_vmap_rule = True
@@ -289,26 +294,6 @@ def _product_functions(name, op, raw, doc, op_bias=None):
                 terms.append(product(a, b_tangent, ctx.precision))
             return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
-    class Eager(torch.autograd.Function):
-        """Product (plus a bias, or None) for eager autograd outside torch.func: the cheapest
-        graph node Python builds. forward(ctx, ...) spares apply binding the arguments to
-        forward's signature, which it does for a Function with setup_context (~25 us a call on a
-        CPU); the operator's kernel runs alone, on inputs already cast (its checks come first:
-        they raise before anything is saved), and the bias is added in place (_product_plus_bias)."""
-
-        backward = staticmethod(eager_backward)
-
-        @staticmethod
-        def forward(ctx, a, b, precision, bias):
-            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                if bias is None:
-                    out = kernel(a, b, precision)
-                else:
-                    out = _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
-                    ctx.bias_shape = bias.shape
-            _save(ctx, a, b, precision)
-            return out
-
     class Compiled(torch.autograd.Function):
         """Product as torch.compile traces it: forward and backward on raw, which has no Python
         autograd kernel, so that a compiled graph's calls go straight to the kernel (torch.library's
@@ -326,9 +311,10 @@ def _product_functions(name, op, raw, doc, op_bias=None):
             return _gradients(raw, ctx, grad) + (None,)
 
     kernel, kernel_bias = _kernel(op), op_bias and _kernel(op_bias)  # kernel_bias: see _product_plus_bias
-    product = transformable(op, kernel, kernel_bias, Product, Eager, Compiled)
+    eager = {}  # filled once product exists: the Functions' backward runs product
+    product = transformable(op, kernel, kernel_bias, Product, eager, Compiled)
+    eager.update(_eager_functions(f"Tiledmm{name}", kernel, kernel_bias, product))
     _name(Product, name)
-    _name(Eager, f"Tiledmm{name}")  # its graph nodes: grad_fn=<TiledmmMMBackward>
     Product.__doc__ = doc
     return Product, product
 
@@ -337,6 +323,55 @@ def _name(function, name):
     """Names an autograd.Function and the class of its graph nodes (<name>Backward)."""
     function.__name__ = function.__qualname__ = name
     function._backward_cls.__name__ = function._backward_cls.__qualname__ = f"{name}Backward"
+
+
+# The precision codes of the operators (Precision in kernels/plan/gemm_problem.h).
+_PRECISIONS = range(4)
+
+
+def _function(name, forward, backward):
+    """The apply of an autograd.Function of forward(ctx, ...) and backward, whose graph nodes are
+    <name>Backward. apply is called without its Python wrapper (torch < 2.14), which unwraps
+    torch.func's dead wrappers: none exist where these run, in plain eager. forward(ctx, ...)
+    spares apply binding the arguments to forward's signature, which it does for a Function with
+    setup_context (~25 us a call on a CPU)."""
+    function = type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    _name(function, name)
+    return torch._C._FunctionBase.__dict__["apply"].__get__(None, function)
+
+
+def _eager_functions(name, kernel, kernel_bias, product):
+    """For each precision code, the apply of an autograd.Function that computes kernel(a, b,
+    precision) (plus a bias) for eager autograd outside torch.func, the cheapest graph node Python
+    builds: {precision: apply(a, b[, bias])}. Its arguments are tensors only (the precision is the
+    Function's): apply checks each argument twice, ~1.7k host instructions a call for each that is
+    not one (bench/NOTES.md item 207); the configuration is read from the closure, where a
+    partial's keywords or another call would cost as much again."""
+
+    def backward(ctx, grad):
+        # product's gradients, through the operators' autograd where gradients are recorded (double
+        # backward), else by their kernels alone; and the bias's, where one was given.
+        if torch.is_grad_enabled() or not _plain_eager():
+            grad_a, grad_b = _gradients(product, ctx, grad)
+        else:
+            grad_a, grad_b = _gradients(kernel, ctx, grad)
+        needs = ctx.needs_input_grad
+        return grad_a, grad_b, grad.sum_to_size(ctx.bias_shape) if len(needs) > 2 and needs[2] else None
+
+    def function(precision):
+        def forward(ctx, a, b, bias=None):
+            # On inputs already cast; the kernel's checks raise before anything is saved.
+            if bias is None:
+                out = kernel(a, b, precision)
+            else:
+                ctx.bias_shape = bias.shape
+                out = _product_plus_bias(kernel, kernel_bias, a, b, precision, bias)
+            _save(ctx, a, b, precision)
+            return out
+
+        return _function(name, forward, backward)
+
+    return {precision: function(precision) for precision in _PRECISIONS}
 
 
 MM, mm = _product_functions(
@@ -396,56 +431,52 @@ torch.library.register_autograd("tiledmm::_gemm_nd", _gemm_nd_backward, setup_co
 _gemm_nd_kernel = _kernel(ops._gemm_nd)
 
 
-class _EagerRows(torch.autograd.Function):
-    """x @ W^T + bias (linear; transposed) or x @ W + bias (matmul's rows times one matrix), bias
-    optional, as one graph node for eager autograd outside torch.func, on inputs of any leading
-    dimensions: the operator reads x's rows and W as they are stored, so no view is made on the way
-    in or out (a view costs ~7-9k host instructions, bench/NOTES.md item 172), and the backward
-    computes dx and dW the same way, dW in W's layout (computed transposed for a column-major W,
-    so that autograd need not copy it)."""
+def _rows_functions(transposed):
+    """x @ W^T (transposed: linear's) or x @ W (matmul's rows times one matrix), plus a bias, as one
+    graph node for eager autograd outside torch.func, on inputs of any leading dimensions: for each
+    precision code, the apply of its autograd.Function, {precision: apply(x, w[, bias])}, tensors
+    its only arguments (_eager_functions says why). The operator reads x's rows and W as they are
+    stored, so no view is made on the way in or out (a view costs ~7-9k host instructions,
+    bench/NOTES.md item 172), and the backward computes dx and dW the same way, dW in W's layout
+    (computed transposed for a column-major W, so that autograd need not copy it). Graph nodes:
+    TiledmmRowsBackward."""
 
-    @staticmethod
-    def forward(ctx, x, w, transposed, precision, bias):
-        with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
+    def function(precision):
+        def forward(ctx, x, w, bias=None):
             out = _gemm_nd_kernel(x, w, False, transposed, bias, precision)
-        need_x, need_w = ctx.needs_input_grad[:2]
-        ctx.save_for_backward(x if need_w else None, w if need_x else None)
-        # dW = dy^T x where W is read transposed (or is column-major), else x^T dy. One attribute:
-        # each costs host time.
-        ctx.plan = (transposed, transposed != (need_w and _column_major(w)), precision,
-                    None if bias is None else bias.shape)
-        return out
+            need_x, need_w = ctx.needs_input_grad[:2]
+            ctx.save_for_backward(x if need_w else None, w if need_x else None)
+            # dW = dy^T x where W is read transposed (or is column-major), else x^T dy. One
+            # attribute: each costs host time.
+            ctx.plan = (transposed != (need_w and _column_major(w)), None if bias is None else bias.shape)
+            return out
 
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        need_x, need_w, _, _, need_bias = ctx.needs_input_grad
-        transposed, w_from_dy, precision, bias_shape = ctx.plan
-        grad_bias = grad.sum_to_size(bias_shape) if need_bias else None
+        def backward(ctx, grad):
+            # Through the operator's autograd where gradients are recorded (double backward), else
+            # its kernel.
+            x, w = ctx.saved_tensors
+            needs = ctx.needs_input_grad
+            w_from_dy, bias_shape = ctx.plan
+            gemm = ops._gemm_nd if torch.is_grad_enabled() or not _plain_eager() else _gemm_nd_kernel
+            grad_x = gemm(grad, w, False, not transposed, None, precision) if needs[0] else None
+            grad_w = None
+            if needs[1]:
+                grad_w = gemm(grad, x, True, False, None, precision) if w_from_dy else gemm(x, grad, True, False, None, precision)
+                grad_w = grad_w.mT if w_from_dy != transposed else grad_w
+            return grad_x, grad_w, grad.sum_to_size(bias_shape) if bias_shape is not None and needs[2] else None
 
-        def products(gemm):
-            grad_x = gemm(grad, w, False, not transposed, None, precision) if need_x else None
-            if not need_w:
-                return grad_x, None
-            grad_w = gemm(grad, x, True, False, None, precision) if w_from_dy else gemm(x, grad, True, False, None, precision)
-            return grad_x, grad_w.mT if w_from_dy != transposed else grad_w
+        return _function("TiledmmRows", forward, backward)
 
-        if torch.is_grad_enabled() or not _plain_eager():
-            grad_x, grad_w = products(ops._gemm_nd)  # through the operator's autograd: differentiable
-        else:
-            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                grad_x, grad_w = products(_gemm_nd_kernel)
-        return grad_x, grad_w, None, None, grad_bias
+    return {precision: function(precision) for precision in _PRECISIONS}
 
 
-_name(_EagerRows, "TiledmmRows")  # its graph nodes: grad_fn=<TiledmmRowsBackward>
-_apply_rows = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerRows)
+_apply_rows = (_rows_functions(False), _rows_functions(True))  # indexed by transposed
 
 
 def rows_in_plain_eager(x, w, transposed, bias, precision):
     """x @ w^T (transposed) or x @ w, plus bias (None, or 1-D of the operands' dtype after
     autocast's cast), in plain eager on plain tensors of at least 2 (x) and exactly 2 (w)
-    dimensions: the operator alone without gradients, else one _EagerRows node. None where another
+    dimensions: the operator alone without gradients, else one graph node (_rows_functions). None where another
     path must run it (torch.compile, torch.func, forward-mode AD, vmap, jit.trace, tensor
     subclasses, other biases) or where the operator refused the operands: there linear's or
     matmul's general path runs, with its checks' words."""
@@ -463,9 +494,11 @@ def rows_in_plain_eager(x, w, transposed, bias, precision):
     try:
         if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad
                                              or (bias is not None and bias.requires_grad))):
-            with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
-                return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
-        return _apply_rows(x, w, transposed, precision, bias)
+            return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
+        apply = _apply_rows[transposed].get(precision)
+        if apply is None:  # a precision code that the operator refuses: its error
+            return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
+        return apply(x, w) if bias is None else apply(x, w, bias)
     except RuntimeError:
         return None
 
