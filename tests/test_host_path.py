@@ -328,3 +328,19 @@ def test_jit_trace_records_the_operator(device, requires_grad):
     graph = str(traced.graph)
     assert "tiledmm::mm" in graph and "PythonOp" not in graph, graph
     torch.testing.assert_close(traced(a, b.mT), a @ b.mT)
+
+
+@pytest.mark.parametrize("needs", ["", "ab"], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("name,operator", [("mm", "tiledmm::mm"), ("bmm", "tiledmm::bmm"),
+                                           ("linear_nd", "tiledmm::_gemm_nd")])
+def test_a_profile_names_the_operators(device, name, operator, needs):
+    """torch.profiler sees each product's operator, forward and backward, as it sees torch's: the
+    plain-eager path's straight call to the CUDA kernel, which no profile records, steps aside
+    while a profiler runs."""
+    operands = _operands(name, device, needs, torch.float32)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        out = ENTRIES[name][0](*operands)
+        if needs:
+            out.sum().backward()
+    calls = sum(event.count for event in profile.key_averages() if event.key == operator)
+    assert calls == (3 if needs else 1), [event.key for event in profile.key_averages()]

@@ -139,14 +139,16 @@ def _kernel(op):
     __torch_function__ handling; ~5k host instructions a call, bench/NOTES.md item 206). Plain
     CUDA tensors outside dispatch modes go straight to the CUDA kernel (redispatch_boxed: ~4k
     instructions fewer than the guard's object, item 207); the rest through the dispatcher below
-    autograd and autocast (the _KERNEL_ONLY guard), which serves tensor subclasses, dispatch modes
-    and every device. The callers check that any other tensor argument (linear's bias) is plain."""
+    autograd and autocast (the _KERNEL_ONLY guard), which serves tensor subclasses, dispatch modes,
+    every device, and the profiler (a redispatch records no operator). The callers check that any
+    other tensor argument (linear's bias) is plain."""
     handle = op.default._handle
     cuda_kernel = functools.partial(handle.redispatch_boxed, _CUDA_KERNEL)
     dispatch = functools.partial(torch._C._dispatch_call_boxed, handle)
 
     def kernel(a, b, *arguments):
-        if a.is_cuda and type(a) in _PLAIN_TYPES and type(b) in _PLAIN_TYPES and not _dispatch_modes():
+        if (a.is_cuda and type(a) in _PLAIN_TYPES and type(b) in _PLAIN_TYPES and not _dispatch_modes()
+                and not _profiling()):
             return cuda_kernel(a, b, *arguments)
         with torch._C._ExcludeDispatchKeyGuard(_KERNEL_ONLY):
             return dispatch(a, b, *arguments)
@@ -248,6 +250,7 @@ _KERNEL_ONLY = functools.reduce(
 )
 _CUDA_KERNEL = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 _dispatch_modes = torch._C._len_torch_dispatch_stack  # the torch dispatch modes active (and infra modes)
+_profiling = torch._C._autograd._profiler_enabled
 
 
 @torch.compiler.disable  # traced by torch.compile, the Function would lose its tangents (jvp)
