@@ -123,9 +123,13 @@ struct CoreTile {
   using Pass = OutputPass<BN, kElemBytes>;
   static constexpr int kOutputBytes = kMathGroups * Pass::kBufferBytes;
   static constexpr int kStages = (192 * 1024 / kStageBytes) < kMaxStages ? 192 * 1024 / kStageBytes : kMaxStages;
-  // The stages, the output buffers, a full and an empty mbarrier a stage, and 1024 bytes to align
-  // the stages and buffers (the swizzles are functions of the address).
-  static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + 16 * kStages + 1024;
+  // Linear's bias for a tile's BN columns (CoreBias), as float32: one slice the block (the math
+  // warpgroups of a cooperative tile share its columns), or one a warpgroup in ping-pong.
+  static constexpr int kBiasSlices = kPingPong ? kMathGroups : 1;
+  static constexpr int kBiasBytes = kBiasSlices * BN * 4;
+  // The stages, the output buffers, the bias, a full and an empty mbarrier a stage, and 1024 bytes
+  // to align the stages and buffers (the swizzles are functions of the address).
+  static constexpr int kSmemBytes = kStages * kStageBytes + kOutputBytes + kBiasBytes + 16 * kStages + 1024;
   // Registers per thread (setmaxnreg, out of the block's 168 a thread): the math warps' 128
   // accumulators (BN 256, or two row blocks of BN 128 in ping-pong) and addresses; the producer's
   // walk and copies (at 40 the cluster variants' producers spilled 8-64 bytes). Blocks of two
@@ -295,38 +299,69 @@ __device__ __forceinline__ bool gather_parts(float (&acc)[BN / 2], const CorePar
   return true;
 }
 
-// Adds linear's bias to a math warpgroup's 64 x BN sums (registers as store_core_rows reads them):
-// column block j's pair (2 t4, 2 t4 + 1) serves rows g and g + 8 alike. kAlongRows (a transposed
-// product, whose rows are C's columns): rows first0 + ... of the group, each a bias of its own.
-template <int BN, bool kAlongRows, typename T>
-__device__ __forceinline__ void add_core_bias(float (&acc)[BN / 2], const T* bias, int64_t stride, int64_t n,
-                                              int64_t first0, int tid_in_group) {
-  const int t4 = tid_in_group % 4;
-  if constexpr (kAlongRows) {
-    const int g = tid_in_group % 32 / 4, warp_row = (tid_in_group / 32) * 16;
+// Adds linear's bias to a math warpgroup's 64 x BN sums of a transposed product (registers as
+// store_core_rows reads them), whose rows are C's columns: rows first0 + ... of the group, each a
+// bias of its own, two a thread.
+template <int BN, typename T>
+__device__ __forceinline__ void add_core_bias_along_rows(float (&acc)[BN / 2], const T* bias, int64_t stride, int64_t n,
+                                                         int64_t first0, int tid_in_group) {
+  const int g = tid_in_group % 32 / 4, warp_row = (tid_in_group / 32) * 16;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t x = first0 + warp_row + g + 8 * half;
-      const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
+  for (int half = 0; half < 2; ++half) {
+    const int64_t x = first0 + warp_row + g + 8 * half;
+    const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        acc[4 * j + 2 * half] += v;
-        acc[4 * j + 2 * half + 1] += v;
-      }
-    }
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t x = first0 + 8 * j + 2 * t4 + e;
-      const float v = x < n ? to_acc<float>(bias[x * stride]) : 0.0f;
-      acc[4 * j + e] += v;
-      acc[4 * j + 2 + e] += v;
+    for (int j = 0; j < BN / 8; ++j) {
+      acc[4 * j + 2 * half] += v;
+      acc[4 * j + 2 * half + 1] += v;
     }
   }
 }
+
+// Linear's bias along a tile's columns (C's, where the product is not transposed), staged in shared
+// memory: read at its item's start by the warps that share the slice (kThreads: the block's math
+// warps, or in ping-pong one warpgroup's), one element or so a thread into registers, so that the
+// loads' latency passes under the K loop, and written to the slice only at the epilogue. There
+// each thread's BN / 4 columns come from shared memory: read from global memory one by one at the
+// epilogue, they cost 3-4 us a 128 x 128 ping-pong item (its 4096 x 2304 x 768 product 31.7 us
+// against 23.8 without a bias, bench/NOTES.md item 207).
+template <int BN, int kThreads, typename T>
+struct CoreBias {
+  static constexpr int kPerThread = (BN + kThreads - 1) / kThreads;
+  float next[kPerThread];
+
+  // Thread `index` of the kThreads loads its columns of the tile starting at column n0.
+  __device__ __forceinline__ void load(const T* bias, int64_t stride, int64_t n, int64_t n0, int index) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int col = index + i * kThreads;
+      next[i] = col < BN && n0 + col < n ? to_acc<float>(bias[(n0 + col) * stride]) : 0.0f;
+    }
+  }
+  // Writes the loaded columns to the slice, between two passes of the kThreads' named barrier: the
+  // slice's last readers are done, and then every column is there.
+  __device__ __forceinline__ void stage(float* slice, int index, int barrier) const {
+    sync::warps<kThreads>(barrier);
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      if (index + i * kThreads < BN) slice[index + i * kThreads] = next[i];
+    sync::warps<kThreads>(barrier);
+  }
+  // Adds the slice to a math warpgroup's 64 x BN sums (column block j's pair (2 t4, 2 t4 + 1) serves
+  // rows g and g + 8 alike).
+  __device__ __forceinline__ static void add(float (&acc)[BN / 2], const float* slice, int tid_in_group) {
+    const int t4 = tid_in_group % 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = slice[8 * j + 2 * t4 + e];
+        acc[4 * j + e] += v;
+        acc[4 * j + 2 + e] += v;
+      }
+    }
+  }
+};
 
 // kTransposed: the product is C^T (m x n) and C (n x m, row-major) is written, a pass of
 // OutputPass::kLines of its lines at a time: a store's lanes (g, t4) write lines 2 t4 + e (four
@@ -458,7 +493,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     T* const a_stages = reinterpret_cast<T*>(smem);
     T* const b_stages = a_stages + kStages * Tile::kAStageElems;
     unsigned char* const output_buffers = reinterpret_cast<unsigned char*>(b_stages + kStages * Tile::kBStageElems);
-    uint64_t* const full = reinterpret_cast<uint64_t*>(output_buffers + Tile::kOutputBytes);
+    float* const bias_slices = reinterpret_cast<float*>(output_buffers + Tile::kOutputBytes);
+    uint64_t* const full = reinterpret_cast<uint64_t*>(output_buffers + Tile::kOutputBytes + Tile::kBiasBytes);
     uint64_t* const empty = full + kStages;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, group = warp / 4;
@@ -606,6 +642,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       uint32_t phase = 0;
       int64_t items = 0;  // the block's work items so far (ping-pong: the groups take them in turn)
       float acc[kBlocks][BN / 2];
+      // Linear's bias along C's columns (CoreBias): the block's math warps share a slice (named
+      // barrier 5), or in ping-pong each warpgroup has its own (barrier 1 + group, as store_core_rows').
+      constexpr int kBiasThreads = Tile::kPingPong ? 128 : Tile::kMathThreads;
+      using Bias = CoreBias<BN, kBiasThreads, T>;
+      const int bias_index = tid % kBiasThreads, bias_barrier = Tile::kPingPong ? 1 + group : 5;
+      float* const bias_slice = bias_slices + (Tile::kPingPong ? group * BN : 0);
+      const bool column_bias = !kTransposedOut && args.bias != nullptr;
       for_each_item([&](const CoreItem<T>& item) {
         const WorkItem<T>& w = item.w;
         if constexpr (Tile::kPingPong) {
@@ -622,6 +665,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
           for (int r = 0; r < BN / 2; ++r) acc[b][r] = 0.0f;
+        Bias bias;
+        if (column_bias) bias.load(args.bias, args.bias_stride, args.n, w.n0, bias_index);
         int held = -1;  // the stage whose wgmmas are still in flight
         for (int64_t t = 0; t < w.k_tiles; ++t) {
           sync::mbarrier_wait(full + stage, phase);
@@ -670,16 +715,19 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         }
         if (held >= 0) release(held);
         unsigned char* const buffer = output_buffers + group * (Tile::kOutputBytes / Tile::kMathGroups);
+        if (column_bias) bias.stage(bias_slice, bias_index, bias_barrier);
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b) {
           const int block = first_block + b;
           if (item.parts > 1 && !gather_parts<BN, BM / 64, kCluster>(acc[b], ws, item, walk.dp_tiles, walk.k_tiles,
                                                                      rank, block, group, tid % 128))
             continue;
-          // A transposed product's rows are C's columns; the bias is theirs.
-          if (args.bias != nullptr)
-            add_core_bias<BN, kTransposedOut>(acc[b], args.bias, args.bias_stride, kTransposedOut ? args.m : args.n,
-                                              kTransposedOut ? w.m0 + block * 64 : w.n0, tid % 128);
+          // Linear's bias: along C's columns from the staged slice; a transposed product's rows are
+          // C's columns, their bias read here (two a thread).
+          if (column_bias)
+            Bias::add(acc[b], bias_slice, tid % 128);
+          else if (kTransposedOut && args.bias != nullptr)
+            add_core_bias_along_rows<BN>(acc[b], args.bias, args.bias_stride, args.m, w.m0 + block * 64, tid % 128);
           store_core_rows<BN, kTransposedOut>(acc[b], args.c, args.m, args.n, w.z, w.m0 + block * 64, w.n0, output_map,
                                               buffer, group, tid % 128);
         }
