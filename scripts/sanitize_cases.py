@@ -80,10 +80,10 @@ def cases(only=None):
                           [(4, 1032, 136, 1032), (1, 1032, 200, 2056)]))
     # linear's bias (tile "bias": tiledmm::_gemm_nd, the dispatcher's plan): in the core's epilogue
     # (aligned 16-bit and TF32 x @ W^T shapes, the tile's columns staged in shared memory; 16-bit
-    # x @ W^T at 1048 x 1160 on the ping-pong tile, whose warpgroups stage theirs apart, and at 1104 x
+    # x @ W^T at 1032 x 1032 on the ping-pong tile, whose warpgroups stage theirs apart, and at 1104 x
     # 2696 computed transposed, the bias along its rows), added after the product elsewhere.
     bias = itertools.product([False, True], ["bias"], [1], PATHS, [False, True], [False, True],
-                             [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264), (1, 1048, 1032, 1160),
+                             [(1, 33, 7, 31), (1, 40, 264, 72), (1, 136, 1032, 264), (1, 1032, 264, 1032),
                               (1, 1104, 264, 2696)])
     if only == "bias":
         return bias
