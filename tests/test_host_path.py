@@ -104,6 +104,17 @@ def test_linear_bias_is_in_the_products_node(device, shape, needs):
         torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["mm", "bmm", "matmul_nd", "linear", "linear_nd"])
+def test_the_products_node_takes_tensors_only(device, name):
+    """The product's graph node was made from tensors alone, not the precision or an absent bias:
+    autograd.Function.apply tests every argument twice, so a non-tensor one costs host time on
+    every call (bench/NOTES.md item 207). Its needs_input_grad has an entry for each argument."""
+    a, b = _operands(name, device, "ab")
+    out = ENTRIES[name][0](a, b)
+    tensors = 3 if name.startswith("linear") else 2  # linear's bias is w[:, 0]
+    assert out.grad_fn.needs_input_grad == (True,) * tensors, (out.grad_fn, out.grad_fn.needs_input_grad)
+
+
 # Every kernel family's way to the bias: float64, exact float32 and TF32, both 16-bit types.
 BIAS_PATHS = {"float64": (torch.float64, None, 1e-12), "ieee": (torch.float32, "ieee", 1e-5),
               "tf32": (torch.float32, "tf32", 2e-3), "float16": (torch.float16, None, 4e-3),
