@@ -24,6 +24,7 @@ from torch._C._functorch import TransformType
 from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 from torch.autograd import forward_ad
 
+from ._precision import CODES as _PRECISION_CODES
 from ._registrations import AUTOCAST_KEYS, autocast_inputs
 
 ops = torch.ops.tiledmm
@@ -328,10 +329,6 @@ def _name(function, name):
     function._backward_cls.__name__ = function._backward_cls.__qualname__ = f"{name}Backward"
 
 
-# The precision codes of the operators (Precision in kernels/plan/gemm_problem.h).
-_PRECISIONS = range(4)
-
-
 def _function(name, forward, backward):
     """The apply of an autograd.Function of forward(ctx, ...) and backward, whose graph nodes are
     <name>Backward. apply is called without its Python wrapper (torch < 2.14), which unwraps
@@ -374,7 +371,7 @@ def _eager_functions(name, kernel, kernel_bias, product):
 
         return _function(name, forward, backward)
 
-    return {precision: function(precision) for precision in _PRECISIONS}
+    return {precision: function(precision) for precision in _PRECISION_CODES.values()}
 
 
 MM, mm = _product_functions(
@@ -470,7 +467,7 @@ def _rows_functions(transposed):
 
         return _function("TiledmmRows", forward, backward)
 
-    return {precision: function(precision) for precision in _PRECISIONS}
+    return {precision: function(precision) for precision in _PRECISION_CODES.values()}
 
 
 _apply_rows = (_rows_functions(False), _rows_functions(True))  # indexed by transposed
@@ -499,8 +496,8 @@ def rows_in_plain_eager(x, w, transposed, bias, precision):
                                              or (bias is not None and bias.requires_grad))):
             return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
         apply = _apply_rows[transposed].get(precision)
-        if apply is None:  # a precision code that the operator refuses: its error
-            return _gemm_nd_kernel(x, w, False, transposed, bias, precision)
+        if apply is None:  # a precision code that the operator refuses: the general path's error
+            return None
         return apply(x, w) if bias is None else apply(x, w, bias)
     except RuntimeError:
         return None
