@@ -98,6 +98,22 @@ def test_enable_falls_through_for_what_tiledmm_cannot_serve(device):
     torch.testing.assert_close(out, torch.matmul(x, y))
 
 
+def test_enable_gives_torch_the_products_tiledmm_refuses(device):
+    # A plain first operand sends the product to tiledmm; where tiledmm refuses the others, torch
+    # runs the call: its result, or its error in its words.
+    x = torch.randn(4, 3, device=device)
+    with tiledmm.enable():
+        if device == "cpu":  # torch's dense @ sparse on the CPU
+            sparse = torch.randn(3, 2).to_sparse()
+            torch.testing.assert_close(torch.mm(x, sparse), torch.mm(x, sparse.to_dense()))
+        with pytest.raises(RuntimeError, match="same dtype"):
+            torch.matmul(x, torch.randn(3, 2, dtype=torch.float64, device=device))
+        if device == "cuda":
+            with pytest.raises(RuntimeError) as error:
+                torch.matmul(x, torch.randn(3, 2))
+            assert "tiledmm" not in str(error.value)
+
+
 def test_enable_serves_exactly_what_tiledmm_computes(device):
     """The mode's test for a product's arguments: dense tensors of at least one dimension, on one
     CPU or CUDA device, of one supported dtype as autocast would cast them; anything else is

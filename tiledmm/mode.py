@@ -15,10 +15,10 @@ _Tensor, _STRIDED, _any_autocast = torch.Tensor, torch.strided, torch._C._is_any
 def _servable(args) -> bool:
     """Whether tiledmm computes a product of these arguments (None, linear's absent bias, left out):
     tensors of one supported dtype (as torch.autocast would cast them: the products cast their
-    operands themselves) on one CPU or CUDA device, dense, at least 1-D. Anything else falls
-    through to torch. Every product inside enable() asks, so it reads the tensors' flags and device
-    index (is_cuda, is_cpu, get_device) rather than making and comparing torch.device objects
-    (bench/NOTES.md item 172), the first tensor's device once, and module-level names (item 207)."""
+    operands themselves) on one CPU or CUDA device, dense, at least 1-D. enable() asks for the
+    products that _first_is_plain does not pass, and for those that tiledmm refused (whose error
+    is then tiledmm's for such arguments; for any others torch runs the call). It reads the tensors' flags and device index (is_cuda, is_cpu, get_device)
+    rather than making and comparing torch.device objects (bench/NOTES.md item 172)."""
     if not args:
         return False
     first = args[0]
@@ -65,16 +65,34 @@ _PRODUCTS = {
 }
 
 
+def _first_is_plain(args) -> bool:
+    """Whether a product of these arguments goes to tiledmm before _servable asks: outside autocast
+    (whose casts _servable foresees), its first argument a dense CPU or CUDA tensor of a supported
+    dtype. The common case, tested in a fraction of _servable's host time (~9k instructions a
+    product, bench/NOTES.md item 209)."""
+    first = args[0] if args else None
+    return (isinstance(first, _Tensor) and first.dtype in SUPPORTED_DTYPES and first.layout is _STRIDED
+            and (first.is_cuda or first.is_cpu) and not _any_autocast())
+
+
 class _TiledmmMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # Every torch call inside the context comes here: anything but a product leaves at once.
+        # A product of a plain first operand runs on tiledmm, whose operators check the rest anyway;
+        # where they refuse it, _servable decides whose error it is: tiledmm's for operands it
+        # serves (its words name the problem), else torch runs the call (mixed devices, a sparse
+        # second operand). Other products (complex or integer tensors, autocast) ask _servable first.
         product = _PRODUCTS.get(func)
-        if product is not None:
-            if not kwargs:
-                if _servable(args):
-                    return product(*args)
-            elif "out" not in kwargs and _servable((*args, *kwargs.values())):
-                return product(*args, **kwargs)
+        if product is not None and not (kwargs and "out" in kwargs):
+            every = (*args, *kwargs.values()) if kwargs else args
+            if _first_is_plain(every):
+                try:
+                    return product(*args, **kwargs) if kwargs else product(*args)
+                except Exception:
+                    if _servable(every):
+                        raise
+            elif _servable(every):
+                return product(*args, **kwargs) if kwargs else product(*args)
         return func(*args, **kwargs) if kwargs else func(*args)
 
 
