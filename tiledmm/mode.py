@@ -17,8 +17,9 @@ def _servable(args) -> bool:
     tensors of one supported dtype (as torch.autocast would cast them: the products cast their
     operands themselves) on one CPU or CUDA device, dense, at least 1-D. enable() asks for the
     products that _first_is_plain does not pass, and for those that tiledmm refused (whose error
-    is then tiledmm's for such arguments; for any others torch runs the call). It reads the tensors' flags and device index (is_cuda, is_cpu, get_device)
-    rather than making and comparing torch.device objects (bench/NOTES.md item 172)."""
+    is then tiledmm's for such arguments; for any others torch runs the call). It reads the
+    tensors' flags and device index (is_cuda, is_cpu, get_device) rather than making and comparing
+    torch.device objects (bench/NOTES.md item 172)."""
     if not args:
         return False
     first = args[0]
@@ -85,14 +86,13 @@ class _TiledmmMode(TorchFunctionMode):
         product = _PRODUCTS.get(func)
         if product is not None and not (kwargs and "out" in kwargs):
             every = (*args, *kwargs.values()) if kwargs else args
-            if _first_is_plain(every):
+            plain = _first_is_plain(every)
+            if plain or _servable(every):
                 try:
                     return product(*args, **kwargs) if kwargs else product(*args)
                 except Exception:
-                    if _servable(every):
+                    if not plain or _servable(every):
                         raise
-            elif _servable(every):
-                return product(*args, **kwargs) if kwargs else product(*args)
         return func(*args, **kwargs) if kwargs else func(*args)
 
 
