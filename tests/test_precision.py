@@ -37,6 +37,20 @@ def test_none_follows_torchs_cuda_fp32_precision_first(torch_precision, setting,
     assert _precision.resolve(None, torch.float32) == _precision.CODES[expected]
 
 
+@pytest.mark.parametrize("legacy", ["highest", "high", "medium"])
+@pytest.mark.parametrize("cuda_setting", [None, "none", "ieee", "tf32"])
+def test_none_follows_torch_whatever_mix_of_its_apis_set_it(torch_precision, legacy, cuda_setting):
+    """The documented order (the CUDA matmul setting, then the legacy one) in every state the two
+    APIs leave, the mixed ones included (where torch's own allow_tf32 getter raises)."""
+    torch.set_float32_matmul_precision(legacy)
+    if cuda_setting is not None:
+        torch.backends.cuda.matmul.fp32_precision = cuda_setting
+    cuda_setting = torch.backends.cuda.matmul.fp32_precision
+    expected = {"ieee": "highest", "tf32": "tf32"}.get(cuda_setting, "highest" if legacy == "highest" else "tf32")
+    assert _precision.resolve(None, torch.float32) == _precision.CODES[expected]
+    assert _precision.resolve(None, torch.bfloat16) == 0
+
+
 def test_explicit_names_and_other_dtypes():
     for name, code in _precision.CODES.items():
         assert _precision.resolve(name, torch.float32) == code

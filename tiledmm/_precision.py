@@ -22,16 +22,23 @@ import torch
 
 CODES = {"ieee": 0, "3xtf32": 1, "tf32": 2, "highest": 3}
 NAMES = {code: name for name, code in CODES.items()}
+_OTHER_DTYPES = CODES["ieee"]  # the code of other dtypes: the precision is ignored for them
 _FROM_TORCH = {"ieee": "highest", "highest": "highest", "tf32": "tf32", "high": "tf32", "medium": "tf32"}
 
 
 # Under torch.compile the setting is read when the graph is traced (dynamo cannot trace its
-# getter); changing it later makes dynamo retrace or pick the matching cached graph. Read through
-# torch's C getters, which torch.backends.cuda.matmul.fp32_precision and
-# torch.get_float32_matmul_precision() wrap: ~0.4 us a call against ~2.5 (host time per product).
+# getters); changing it later makes dynamo retrace or pick the matching cached graph. Read through
+# torch's C getters: cuBLAS's allow_tf32 flag alone (~0.3k host instructions) where the legacy and
+# new APIs agree, which is where it does not raise; else the two settings, the new API's first
+# (~2.8k), which torch.backends.cuda.matmul.fp32_precision and
+# torch.get_float32_matmul_precision() wrap.
 @torch.compiler.assume_constant_result
 def torch_setting() -> str:
     """The precision name torch's current float32 matmul setting corresponds to."""
+    try:
+        return "tf32" if torch._C._get_cublas_allow_tf32() else "highest"
+    except RuntimeError:  # the legacy and new APIs were both used, and disagree
+        pass
     setting = torch._C._get_fp32_precision_getter("cuda", "matmul")
     if setting == "none":
         setting = torch._C._get_float32_matmul_precision()
@@ -40,11 +47,11 @@ def torch_setting() -> str:
 
 def resolve(precision, dtype: torch.dtype) -> int:
     """The operator code for ``precision`` (a name or None) applied to inputs of ``dtype``."""
-    if precision is not None and precision not in CODES:
+    if precision is None:
+        return CODES[torch_setting()] if dtype == torch.float32 else _OTHER_DTYPES
+    if precision not in CODES:
         raise ValueError(
             f"tiledmm: precision must be None (follow torch's setting) or one of "
             f"{', '.join(repr(n) for n in CODES)}; got {precision!r}"
         )
-    if dtype != torch.float32:
-        return CODES["ieee"]  # ignored for other dtypes
-    return CODES[torch_setting() if precision is None else precision]
+    return CODES[precision] if dtype == torch.float32 else _OTHER_DTYPES
