@@ -592,6 +592,7 @@ def test_16bit_class_tiles_on_a_stream_and_in_a_graph():
     the result is complete and right, and work queued after it on the same stream sees all of it."""
     a, b = _class_tile_operands("odd", torch.bfloat16)
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())  # the operands were made on the default stream
     with torch.cuda.stream(stream):
         out = tiledmm.mm(a, b)
         total = out.float().sum(dim=1)  # queued after: must see the rest's rows
