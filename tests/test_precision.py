@@ -39,9 +39,13 @@ def test_none_follows_torchs_cuda_fp32_precision_first(torch_precision, setting,
 
 @pytest.mark.parametrize("legacy", ["highest", "high", "medium"])
 @pytest.mark.parametrize("cuda_setting", [None, "none", "ieee", "tf32"])
-def test_none_follows_torch_whatever_mix_of_its_apis_set_it(torch_precision, legacy, cuda_setting):
+@pytest.mark.parametrize("allow_tf32_raised", [False, True])
+def test_none_follows_torch_whatever_mix_of_its_apis_set_it(torch_precision, monkeypatch, legacy, cuda_setting,
+                                                            allow_tf32_raised):
     """The documented order (the CUDA matmul setting, then the legacy one) in every state the two
-    APIs leave, the mixed ones included (where torch's own allow_tf32 getter raises)."""
+    APIs leave, the mixed ones included (where torch's own allow_tf32 getter raises), whether that
+    getter has raised before (then the settings are read) or not."""
+    monkeypatch.setattr(_precision, "_allow_tf32_raised", allow_tf32_raised)
     torch.set_float32_matmul_precision(legacy)
     if cuda_setting is not None:
         torch.backends.cuda.matmul.fp32_precision = cuda_setting

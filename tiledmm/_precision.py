@@ -28,17 +28,22 @@ _FROM_TORCH = {"ieee": "highest", "highest": "highest", "tf32": "tf32", "high": 
 
 # Under torch.compile the setting is read when the graph is traced (dynamo cannot trace its
 # getters); changing it later makes dynamo retrace or pick the matching cached graph. Read through
-# torch's C getters: cuBLAS's allow_tf32 flag alone (~0.3k host instructions) where the legacy and
-# new APIs agree, which is where it does not raise; else the two settings, the new API's first
-# (~2.8k), which torch.backends.cuda.matmul.fp32_precision and
-# torch.get_float32_matmul_precision() wrap.
+# torch's C getters: cuBLAS's allow_tf32 flag alone (~0.3k host instructions) where torch's legacy
+# and new settings agree; where they do not (torch.backends.cuda.matmul.fp32_precision set, but not
+# torch.set_float32_matmul_precision, or the other way round) that getter raises, at ~11 us a call,
+# so after its first raise the two settings are read instead (~2.8k), the new one first.
+_allow_tf32_raised = False
+
+
 @torch.compiler.assume_constant_result
 def torch_setting() -> str:
     """The precision name torch's current float32 matmul setting corresponds to."""
-    try:
-        return "tf32" if torch._C._get_cublas_allow_tf32() else "highest"
-    except RuntimeError:  # the legacy and new APIs were both used, and disagree
-        pass
+    global _allow_tf32_raised
+    if not _allow_tf32_raised:
+        try:
+            return "tf32" if torch._C._get_cublas_allow_tf32() else "highest"
+        except RuntimeError:
+            _allow_tf32_raised = True
     setting = torch._C._get_fp32_precision_getter("cuda", "matmul")
     if setting == "none":
         setting = torch._C._get_float32_matmul_precision()
