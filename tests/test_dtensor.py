@@ -3,7 +3,6 @@ gloo, in this process (one rank) and in two spawned processes (two ranks, uneven
 
 import contextlib
 import datetime
-import socket
 
 import pytest
 import torch
@@ -99,30 +98,24 @@ CASES = (
 )
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
-def _process_group(rank, world, port):
-    # A failing rank ends the others' collectives within the timeout instead of hanging CI.
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+def _process_group(rank, world, store_file):
+    # The ranks meet through a file, not a TCP store: rank 0 would host the store's server thread,
+    # and on a loaded 2-core machine it aborted at exit about one run in several ("terminate called
+    # without an active exception"), barrier or not. A failing rank ends the others' collectives
+    # within the timeout instead of hanging CI.
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(minutes=2))
     try:
         yield init_device_mesh("cpu", (world,))
-        # No rank tears the group down (rank 0 hosts its store) while another still uses it: twice
-        # in full runs rank 0 aborted at exit ("terminate called without an active exception"),
-        # most likely this race.
-        dist.barrier()
+        dist.barrier()  # no rank tears the group down while another still uses it
     finally:
         dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
-def one_rank_mesh():
-    with _process_group(0, 1, _free_port()) as mesh:
+def one_rank_mesh(tmp_path_factory):
+    with _process_group(0, 1, tmp_path_factory.mktemp("store") / "store") as mesh:
         yield mesh
 
 
@@ -131,14 +124,14 @@ def test_one_rank(one_rank_mesh, check, args):
     check(one_rank_mesh, *args)
 
 
-def _run_every_case(rank, world, port):
-    with _process_group(rank, world, port) as mesh:
+def _run_every_case(rank, world, store_file):
+    with _process_group(rank, world, store_file) as mesh:
         for _, check, args in CASES:
             check(mesh, *args)
 
 
-def test_two_ranks():
-    mp.spawn(_run_every_case, args=(2, _free_port()), nprocs=2, join=True)
+def test_two_ranks(tmp_path):
+    mp.spawn(_run_every_case, args=(2, tmp_path / "store"), nprocs=2, join=True)
 
 
 def test_one_rank_compiled(one_rank_mesh):
