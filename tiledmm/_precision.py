@@ -29,9 +29,9 @@ _FROM_TORCH = {"ieee": "highest", "highest": "highest", "tf32": "tf32", "high": 
 # Under torch.compile the setting is read when the graph is traced (dynamo cannot trace its
 # getters); changing it later makes dynamo retrace or pick the matching cached graph. Read through
 # torch's C getters: cuBLAS's allow_tf32 flag alone (~0.3k host instructions) where torch's legacy
-# and new settings agree; where they do not (torch.backends.cuda.matmul.fp32_precision set, but not
-# torch.set_float32_matmul_precision, or the other way round) that getter raises, at ~11 us a call,
-# so after its first raise the two settings are read instead (~2.8k), the new one first.
+# and new settings agree; where they disagree (as torch.backends.cuda.matmul.fp32_precision = "tf32"
+# alone leaves them) that getter raises, at ~11 us a call, so after its first raise the two settings
+# are read instead (~2.8k), the new one first.
 _allow_tf32_raised = False
 
 
